@@ -205,3 +205,12 @@ def test_cli_play_reads_passwords_from_stdin():
 def test_cli_rejects_bad_seed_with_a_message():
     out = run_cli("check", "--seed", "abc", "--password", "x")
     assert out.returncode == 2 and "seed must be an integer" in out.stderr
+
+
+def test_a_shorter_game_is_won_on_its_own_rules():
+    game = PasswordGame(GameConfig(num_rules=5))
+    game.reset(8)
+    _, _, done, info = game.step("Abcde1!996")
+    assert done and info["success"] and info["num_revealed"] == 5
+    with pytest.raises(ValueError):
+        GameConfig(num_rules=0)

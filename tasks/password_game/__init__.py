@@ -5,14 +5,15 @@
 """
 
 from .env import LocalPasswordGameEnv
-from .game import GameConfig, GameOver, PasswordGame, RewardConfig, StepResult, check_password
+from .game import (GameConfig, GameOver, PasswordGame, RewardConfig, StepResult, check_password,
+                   corpus_texts)
 from .instance import Instance, make_instance
 from .rules import NUM_RULES, RULES, check_rules, rule_text
 from .solver import solve
 
 __all__ = [
     "GameConfig", "GameOver", "Instance", "LocalPasswordGameEnv", "NUM_RULES", "PasswordGame",
-    "PasswordGameEnv", "RULES", "RewardConfig", "StepResult", "check_password", "check_rules",
+    "PasswordGameEnv", "RULES", "RewardConfig", "StepResult", "check_password", "check_rules", "corpus_texts",
     "make_instance", "rule_text", "solve",
 ]
 

@@ -22,7 +22,8 @@ from typing import Any, Literal
 
 from .instance import MAX_SEED, Instance, check_seed, make_instance
 from .richtext import parse
-from .rules import EGG, CHICKEN, FIRE, NUM_RULES, RULE_FIRE, RULE_HATCH, RULES, check_rules
+from .rules import CHICKEN, EGG, FIRE, NUM_RULES, RULE_FIRE, RULE_HATCH, RULES, check_rules
+from .solver import solve
 
 INSTRUCTIONS = (
     "You are playing the Password Game. Write a password that satisfies every rule shown. Rules "
@@ -57,14 +58,20 @@ class RewardConfig:
 
 @dataclass
 class GameConfig:
+    """``max_steps`` submissions per episode; ``num_rules`` < 26 plays only the first rules (a
+    shorter game for curricula and quick tests: winning means satisfying those)."""
+
     max_steps: int = 30
     reward: RewardConfig = field(default_factory=RewardConfig)
+    num_rules: int = NUM_RULES
 
     def __post_init__(self) -> None:
         if isinstance(self.reward, dict):
             self.reward = RewardConfig(**self.reward)
         if self.max_steps < 1:
             raise ValueError("max_steps must be >= 1")
+        if not 1 <= self.num_rules <= NUM_RULES:
+            raise ValueError(f"num_rules must be in [1, {NUM_RULES}]")
         if self.reward.mode not in ("absolute", "delta"):
             raise ValueError("reward.mode must be 'absolute' or 'delta'")
 
@@ -127,7 +134,7 @@ class PasswordGame:
         newly_revealed: list[int] = []
         on_fire = False
         verdicts = check_rules(parse(password), inst, self.n_revealed, self.hatched)
-        while all(verdicts) and self.n_revealed < NUM_RULES:
+        while all(verdicts) and self.n_revealed < self.config.num_rules:
             new_rule = self.n_revealed
             self.n_revealed += 1
             newly_revealed.append(new_rule)
@@ -142,7 +149,7 @@ class PasswordGame:
         self.last_password, self.last_verdicts = password, verdicts
         rules_satisfied = sum(verdicts)
         length = len(parse(password).plain)
-        self.success = self.n_revealed == NUM_RULES and rules_satisfied == NUM_RULES
+        self.success = self.n_revealed == self.config.num_rules and rules_satisfied == self.n_revealed
         truncated = not self.success and self.turn >= self.config.max_steps
         self.done = self.success or truncated
         score = self.config.reward.score(rules_satisfied, length)
@@ -181,6 +188,7 @@ class PasswordGame:
             "seed": inst.seed,
             "turn": self.turn,
             "max_steps": self.config.max_steps,
+            "num_rules": self.config.num_rules,
             "num_revealed": self.n_revealed,
             "rules": rules,
             "last_password": self.last_password,
@@ -241,3 +249,20 @@ def check_password(password: str, seed: int, n_revealed: int = NUM_RULES) -> dic
                                     for i, v in enumerate(verdicts)],
             "rules_satisfied": sum(verdicts), "all_satisfied": all(verdicts),
             "length": len(parse(password).plain)}
+
+
+def corpus_texts(seeds: range = range(64)) -> list[str]:
+    """Text a tokenizer for this game should know: observations with every rule, and solutions.
+
+    Used to train the embedded tiny model's tokenizer (gamerl), so that rule texts, emoji and
+    markup become short token sequences.
+    """
+    texts: list[str] = []
+    for seed in seeds:
+        game = PasswordGame()
+        game.reset(seed)
+        game.n_revealed = NUM_RULES  # show every rule's text once
+        texts.append(game.observation()["text"])
+        texts.append(solve(game.instance, hatched=False))
+        texts.append(solve(game.instance, hatched=True))
+    return texts
