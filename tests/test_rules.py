@@ -186,7 +186,7 @@ def test_rule_texts_carry_the_instance_data():
     texts = [rule_text(i, INST) for i in range(NUM_RULES)]
     assert "ab3cd" in texts[9] and "crane" in texts[10] and "2024-01-11" in texts[12]
     assert "clue one." in texts[13] and SCHOLARS_MATE in texts[15]
-    assert "3 minutes 20 seconds" in texts[23] and "youtu.be/Ab-_0123xyz (3:20)" in texts[23]
+    assert "3 minutes 20 seconds long" in texts[23] and "youtu.be/Ab-_0123xyz (3:20)" in texts[23]
     assert "'q'" in texts[24] and "'j'" in texts[24]
     assert "hatched" in rule_text(16, INST, hatched=True)
 

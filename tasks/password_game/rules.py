@@ -116,8 +116,8 @@ def _paul_text(inst: Instance, hatched: bool) -> str:
 
 def _video_text(inst: Instance, hatched: bool) -> str:
     results = "; ".join(f"{v.url} ({v.length_text})" for v in inst.videos)
-    return (f"Your password must include the URL of a {_fmt_seconds(inst.video_seconds)} long "
-            f"YouTube video. Offline search results: {results}")
+    return (f"Your password must include the URL of a YouTube video that is "
+            f"{_fmt_seconds(inst.video_seconds)} long. Offline search results: {results}")
 
 
 def _sacrifice_text(inst: Instance, hatched: bool) -> str:
