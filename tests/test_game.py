@@ -214,3 +214,9 @@ def test_a_shorter_game_is_won_on_its_own_rules():
     assert done and info["success"] and info["num_revealed"] == 5
     with pytest.raises(ValueError):
         GameConfig(num_rules=0)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "1", None])
+def test_reward_weights_must_be_finite_numbers(bad):
+    with pytest.raises(ValueError):
+        RewardConfig(reward_per_rule=bad)

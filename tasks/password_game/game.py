@@ -15,6 +15,8 @@ Turn structure, as on neal.fun but one submission per turn:
 
 from __future__ import annotations
 
+import json
+import math
 import random
 import secrets
 from dataclasses import asdict, dataclass, field
@@ -49,6 +51,14 @@ class RewardConfig:
     bonus_min_rules: int = 5
     mode: Literal["absolute", "delta"] = "absolute"
 
+    def __post_init__(self) -> None:
+        for name in ("reward_per_rule", "length_penalty", "episode_bonus"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"reward.{name} must be a finite number, got {value!r}")
+        if self.mode not in ("absolute", "delta"):
+            raise ValueError("reward.mode must be 'absolute' or 'delta'")
+
     def score(self, rules_satisfied: int, length: int) -> float:
         s = rules_satisfied * self.reward_per_rule - length * self.length_penalty
         if rules_satisfied >= self.bonus_min_rules:
@@ -72,8 +82,6 @@ class GameConfig:
             raise ValueError("max_steps must be >= 1")
         if not 1 <= self.num_rules <= NUM_RULES:
             raise ValueError(f"num_rules must be in [1, {NUM_RULES}]")
-        if self.reward.mode not in ("absolute", "delta"):
-            raise ValueError("reward.mode must be 'absolute' or 'delta'")
 
 
 @dataclass
@@ -133,22 +141,28 @@ class PasswordGame:
         self.turn += 1
         newly_revealed: list[int] = []
         on_fire = False
-        verdicts = check_rules(parse(password), inst, self.n_revealed, self.hatched)
+        parsed = parse(password)
+        verdicts = check_rules(parsed, inst, self.n_revealed, self.hatched)
         while all(verdicts) and self.n_revealed < self.config.num_rules:
             new_rule = self.n_revealed
             self.n_revealed += 1
             newly_revealed.append(new_rule)
-            if new_rule == RULE_HATCH:  # the egg hatches inside the password
-                self.hatched = True
-                password = password.replace(EGG, CHICKEN)
-            if new_rule == RULE_FIRE:  # the fire starts as the rule appears
-                password = set_on_fire(password, inst.seed)
-                on_fire = True
-            # On fire, rule 19 fails, so the loop stops here: the fire costs a turn, as it should.
-            verdicts = check_rules(parse(password), inst, self.n_revealed, self.hatched)
+            if new_rule in (RULE_HATCH, RULE_FIRE):
+                if new_rule == RULE_HATCH:  # the egg hatches inside the password
+                    self.hatched = True
+                    password = password.replace(EGG, CHICKEN)
+                else:  # the fire starts as the rule appears
+                    password = set_on_fire(password, inst.seed)
+                    on_fire = True
+                # The password changed: check every revealed rule again. On fire, rule 19
+                # fails, so the loop stops here: the fire costs a turn, as it should.
+                parsed = parse(password)
+                verdicts = check_rules(parsed, inst, self.n_revealed, self.hatched)
+            else:  # same password: only the new rule needs checking
+                verdicts.append(RULES[new_rule].check(parsed, inst, self.hatched))
         self.last_password, self.last_verdicts = password, verdicts
         rules_satisfied = sum(verdicts)
-        length = len(parse(password).plain)
+        length = len(parsed.plain)
         self.success = self.n_revealed == self.config.num_rules and rules_satisfied == self.n_revealed
         truncated = not self.success and self.turn >= self.config.max_steps
         self.done = self.success or truncated
@@ -175,9 +189,10 @@ class PasswordGame:
         inst = self._require_instance()
         if not isinstance(password, str):
             raise TypeError("password must be a string")
-        verdicts = check_rules(parse(password), inst, self.n_revealed, self.hatched)
+        parsed = parse(password)
+        verdicts = check_rules(parsed, inst, self.n_revealed, self.hatched)
         return {"rules": self._rule_rows(verdicts), "rules_satisfied": sum(verdicts),
-                "all_satisfied": all(verdicts), "length": len(parse(password).plain)}
+                "all_satisfied": all(verdicts), "length": len(parsed.plain)}
 
     # ------------------------------------------------------------------ views
     def observation(self) -> dict[str, Any]:
@@ -229,10 +244,8 @@ class PasswordGame:
 
 def instance_summary(inst: Instance) -> dict[str, Any]:
     """The instance's data as JSON (for state endpoints and debugging)."""
-    d = asdict(inst)
-    d["date"] = inst.date.isoformat()
-    d["moon"] = inst.moon
-    return d
+    # A JSON round trip turns tuples into lists, so the local state() equals the server's.
+    return json.loads(json.dumps({**asdict(inst), "date": inst.date.isoformat(), "moon": inst.moon}))
 
 
 def check_password(password: str, seed: int, n_revealed: int = NUM_RULES) -> dict[str, Any]:
@@ -244,11 +257,12 @@ def check_password(password: str, seed: int, n_revealed: int = NUM_RULES) -> dic
     if not 0 <= n_revealed <= NUM_RULES:
         raise ValueError(f"n_revealed must be in [0, {NUM_RULES}]")
     hatched = n_revealed > RULE_HATCH
-    verdicts = check_rules(parse(password), inst, n_revealed, hatched)
+    parsed = parse(password)
+    verdicts = check_rules(parsed, inst, n_revealed, hatched)
     return {"seed": seed, "rules": [{"id": i, "text": RULES[i].text(inst, hatched), "satisfied": v}
                                     for i, v in enumerate(verdicts)],
             "rules_satisfied": sum(verdicts), "all_satisfied": all(verdicts),
-            "length": len(parse(password).plain)}
+            "length": len(parsed.plain)}
 
 
 def corpus_texts(seeds: range = range(64)) -> list[str]:

@@ -22,6 +22,7 @@ from .rules import (AFFIRMATIONS, CHICKEN, EGG, MONTHS, NUM_RULES, SPONSORS, WOR
 
 LIFTER = "🏋️‍♂️"
 _ROMAN_LETTERS = set("IVXLCDM")
+_NO_WAY = 10**9
 # Ways to bring the Roman product from p to 35 with numerals of our own (p divides 35).
 _ROMAN_COMPLETIONS = {35: (("XXXV",), ("V", "VII")), 7: (("VII",),), 5: (("V",),), 1: ((),)}
 
@@ -44,17 +45,31 @@ def _element_coins(banned: frozenset[str]) -> tuple[tuple[str, int], ...]:
                  if s[0] not in _ROMAN_LETTERS and not (_letters(s) & banned))
 
 
-@functools.lru_cache(maxsize=4096)
-def _fewest_symbols(target: int, banned: frozenset[str]) -> tuple[str, ...] | None:
-    """Fewest element symbols (repeats allowed) whose atomic numbers sum to ``target``."""
+@functools.lru_cache(maxsize=512)
+def _coin_change_table(banned: frozenset[str]) -> tuple[tuple[int, str | None], ...]:
+    """For every total 0..200: (fewest symbols, last symbol) by unbounded coin change."""
     coins = _element_coins(banned)
-    best: list[tuple[str, ...] | None] = [()] + [None] * target
-    for total in range(1, target + 1):
+    table: list[tuple[int, str | None]] = [(0, None)] + [(_NO_WAY, None)] * 200
+    for total in range(1, 201):
+        best = (_NO_WAY, None)
         for sym, z in coins:
-            prev = best[total - z] if z <= total else None
-            if prev is not None and (best[total] is None or len(prev) + 1 < len(best[total])):
-                best[total] = prev + (sym,)
-    return best[target]
+            if z <= total and table[total - z][0] + 1 < best[0]:
+                best = (table[total - z][0] + 1, sym)
+        table[total] = best
+    return tuple(table)
+
+
+def _fewest_symbols(target: int, banned: frozenset[str]) -> tuple[str, ...] | None:
+    """Fewest element symbols (repeats allowed) whose atomic numbers sum to ``target`` (<= 200)."""
+    table = _coin_change_table(banned)
+    if table[target][0] == _NO_WAY:
+        return None
+    out: list[str] = []
+    while target:
+        sym = table[target][1]
+        out.append(sym)
+        target -= ATOMIC_NUMBER[sym]
+    return tuple(out)
 
 
 def _element_fill(target: int, banned: frozenset[str], need_two_letter: bool) -> tuple[str, ...] | None:
