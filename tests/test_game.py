@@ -1,6 +1,7 @@
 """The game as an environment: seeded instances, the solver, turn mechanics, rewards, the CLI."""
 
 import json
+import re
 import string
 import subprocess
 import sys
@@ -220,3 +221,15 @@ def test_a_shorter_game_is_won_on_its_own_rules():
 def test_reward_weights_must_be_finite_numbers(bad):
     with pytest.raises(ValueError):
         RewardConfig(reward_per_rule=bad)
+
+
+def test_fire_never_splits_markup():
+    from tasks.password_game.game import set_on_fire
+
+    for seed in range(200):
+        pw = solve(make_instance(seed), hatched=False)
+        burning = set_on_fire(pw, seed)
+        assert burning.count("🔥") == 3
+        assert re.findall(r"\*+", burning) == re.findall(r"\*+", pw)  # no run of markers split
+        assert parse(burning).plain.replace("🔥", "") == parse(pw).plain
+        assert parse(burning).unbolded_vowels == parse(pw).unbolded_vowels

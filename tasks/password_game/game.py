@@ -100,11 +100,16 @@ class GameOver(RuntimeError):
 
 
 def set_on_fire(password: str, seed: int) -> str:
-    """The password with three 🔥 inserted at seed-chosen places (what the player sees burn)."""
+    """The password with three 🔥 inserted at seed-chosen places (what the player sees burn).
+
+    Never next to an asterisk or a backslash, so the fire cannot split or escape any markup.
+    """
     rng = random.Random(seed ^ 0xF12E)
     chars = list(password)
     for _ in range(3):
-        chars.insert(rng.randrange(len(chars) + 1), FIRE)
+        safe = [i for i in range(len(chars) + 1)
+                if (i == 0 or chars[i - 1] not in "*\\") and (i == len(chars) or chars[i] != "*")]
+        chars.insert(rng.choice(safe) if safe else len(chars), FIRE)
     return "".join(chars)
 
 

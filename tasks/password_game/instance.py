@@ -187,7 +187,7 @@ def check_seed(seed: object) -> int:
     return seed
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096, typed=True)  # typed: True and 1.0 must not hit the cache of 1
 def make_instance(seed: int) -> Instance:
     """The instance for ``seed``. Deterministic across runs and platforms; cached."""
     from .solver import solve_plain  # local import: the solver needs the rules, which need us
