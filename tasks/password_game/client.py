@@ -23,88 +23,31 @@ all, so the request cannot have reached the server.
 
 from __future__ import annotations
 
-import json
-import os
-import socket
 import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import httpx
 
-from .game import GameOver
+from ..common.client import (_ERRORS, _NOT_SENT, BaseEnvClient, EpisodeOverError,  # noqa: F401
+                             GameServerError, InvalidRequestError, RequestTooLargeError,
+                             ServerUnavailableError, SessionNotFoundError, _log_tail,
+                             _package_root, find_free_port, stop_server, wait_for_server)
+from ..common.client import encode_json as _encode  # noqa: F401
+from ..common.client import error_message as _message  # noqa: F401
+from ..common.client import start_server as _start_server
+from .game import GameOver  # noqa: F401  (EpisodeOverError is also this GameOver)
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
-
-# ============================================================================ errors
-class PasswordGameError(RuntimeError):
-    """The server refused a request (4xx/5xx) or could not be reached.
-
-    ``status_code`` is the HTTP status (``None`` for connection failures) and ``detail`` the
-    server's ``detail`` field (a string, or pydantic's list of errors for 422).
-    """
-
-    def __init__(self, message: str, status_code: int | None = None, detail: Any = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status_code = status_code
-        self.detail = detail
-
-
-class SessionNotFoundError(PasswordGameError):
-    """404: the session is unknown, deleted, expired or was evicted; ``reset()`` starts another."""
-
-
-class EpisodeOverError(PasswordGameError, GameOver):
-    """409: a submission to an ended episode (also a ``GameOver``, as in the local env)."""
-
-
-class InvalidRequestError(PasswordGameError):
-    """422 (or 400): the server rejected the request's content."""
-
-
-class RequestTooLargeError(PasswordGameError):
-    """413: the request body is over the server's ``max_body_bytes``."""
-
-
-class ServerUnavailableError(PasswordGameError):
-    """The server could not be reached (after retries, where allowed)."""
-
-
-_ERRORS = {404: SessionNotFoundError, 409: EpisodeOverError, 413: RequestTooLargeError,
-           422: InvalidRequestError, 400: InvalidRequestError}
-
-
-def _message(detail: Any) -> str:
-    if isinstance(detail, list):  # pydantic's errors
-        parts = []
-        for err in detail:
-            if isinstance(err, dict):
-                loc = ".".join(str(p) for p in err.get("loc", ()))
-                parts.append(f"{loc}: {err.get('msg', '')}" if loc else str(err.get("msg", "")))
-            else:
-                parts.append(str(err))
-        return "; ".join(parts)
-    return str(detail)
-
-
-def _encode(payload: Any) -> bytes:
-    """JSON bytes; a lone surrogate (not encodable as UTF-8) is sent as an ASCII escape."""
-    try:
-        return json.dumps(payload, ensure_ascii=False, allow_nan=False,
-                          separators=(",", ":")).encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(payload, ensure_ascii=True, allow_nan=False,
-                          separators=(",", ":")).encode("ascii")
+#: The error base class, shared by every game's client (``tasks.common.client.GameServerError``).
+#: Its subclasses ``SessionNotFoundError`` (404), ``EpisodeOverError`` (409, also a ``GameOver``),
+#: ``InvalidRequestError`` (422/400), ``RequestTooLargeError`` (413) and
+#: ``ServerUnavailableError`` are re-exported here.
+PasswordGameError = GameServerError
 
 
 # ============================================================================ the environment
-class PasswordGameEnv:
+class PasswordGameEnv(BaseEnvClient):
     """The Password Game over HTTP: ``reset``, ``get_feedback``, ``submit`` (alias ``step``),
     ``state``, plus the stateless ``check``, ``check_batch`` and ``solve``.
 
@@ -114,63 +57,16 @@ class PasswordGameEnv:
     each episode, as ``GameConfig`` does for the local env.
     """
 
+    DEFAULT_URL = DEFAULT_URL
+
     def __init__(self, base_url: str | None = None, *, timeout: float = 10.0, max_steps: int = 30,
                  reward: dict[str, Any] | None = None, client: httpx.Client | None = None,
                  num_rules: int = 26, retries: int = 3, backoff: float = 0.1) -> None:
-        if client is None:
-            self._prefix = (base_url or DEFAULT_URL).rstrip("/")
-            self._http = httpx.Client(timeout=timeout)
-            self._owns_client = True
-        else:
-            self._prefix = base_url.rstrip("/") if base_url else ""
-            self._http = client
-            self._owns_client = False
-        self.base_url = self._prefix or str(client.base_url).rstrip("/")  # type: ignore[union-attr]
+        super().__init__(base_url, timeout=timeout, client=client, retries=retries,
+                         backoff=backoff)
         self.max_steps = max_steps
         self.num_rules = num_rules
         self.reward = dict(reward) if reward else None
-        self.retries = retries
-        self.backoff = backoff
-        self.session_id: str | None = None
-
-    # ------------------------------------------------------------------ transport
-    def _request(self, method: str, path: str, payload: Any = None, *,
-                 idempotent: bool = True) -> Any:
-        url = self._prefix + path
-        content = None if payload is None else _encode(payload)
-        headers = {"content-type": "application/json"} if content is not None else None
-        attempt = 0
-        while True:
-            try:
-                resp = self._http.request(method, url, content=content, headers=headers)
-                break
-            except httpx.TransportError as e:
-                retryable = isinstance(e, _NOT_SENT) or (
-                    idempotent and isinstance(e, (httpx.TimeoutException, httpx.NetworkError,
-                                                  httpx.RemoteProtocolError)))
-                if not retryable or attempt >= self.retries:
-                    raise ServerUnavailableError(
-                        f"{method} {url} failed: {type(e).__name__}: {e}") from e
-                time.sleep(self.backoff * (2 ** attempt))
-                attempt += 1
-        try:
-            body = json.loads(resp.content) if resp.content else None
-        except ValueError:
-            body = None
-        if resp.status_code >= 400:
-            detail = body.get("detail") if isinstance(body, dict) else resp.text[:500]
-            cls = _ERRORS.get(resp.status_code, PasswordGameError)
-            raise cls(f"{method} {path} -> {resp.status_code}: {_message(detail)}",
-                      status_code=resp.status_code, detail=detail)
-        if body is None:
-            raise PasswordGameError(f"{method} {path} -> {resp.status_code}: not a JSON response",
-                                    status_code=resp.status_code)
-        return body
-
-    def _session_path(self) -> str:
-        if self.session_id is None:
-            raise PasswordGameError("call reset() first")
-        return f"/sessions/{self.session_id}"
 
     @staticmethod
     def _check_password(password: Any) -> None:
@@ -184,11 +80,7 @@ class PasswordGameEnv:
                                    "num_rules": self.num_rules}
         if self.reward:
             payload["reward"] = self.reward
-        body = self._request("POST", "/sessions", payload, idempotent=False)
-        old, self.session_id = self.session_id, body["session_id"]
-        if old is not None:
-            self._delete_session(old)
-        return body["observation"]
+        return self._start_session(payload)
 
     def get_feedback(self, password: str) -> dict[str, Any]:
         self._check_password(password)
@@ -239,69 +131,11 @@ class PasswordGameEnv:
         """The solver's password for instance ``seed``."""
         return self._request("POST", "/solve", {"seed": seed, "hatched": hatched})["password"]
 
-    def health(self) -> dict[str, Any]:
-        return self._request("GET", "/health")
-
-    # ------------------------------------------------------------------ lifetime
-    def _delete_session(self, sid: str) -> None:
-        try:
-            self._request("DELETE", f"/sessions/{sid}")
-        except PasswordGameError:
-            pass  # already gone (expired, evicted) or the server is down: nothing to free
-
-    def close(self) -> None:
-        """End the session on the server (best effort) and close the HTTP client if we made it."""
-        if self.session_id is not None:
-            sid, self.session_id = self.session_id, None
-            self._delete_session(sid)
-        if self._owns_client:
-            self._http.close()
-
     def __enter__(self) -> "PasswordGameEnv":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 # ============================================================================ running a server
-def find_free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` right now (another process could still take it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def wait_for_server(base_url: str = DEFAULT_URL, timeout: float = 30.0, *,
-                    proc: subprocess.Popen | None = None, interval: float = 0.05) -> None:
-    """Poll ``GET /health`` until it answers 200; ``TimeoutError`` after ``timeout`` seconds.
-
-    With ``proc`` (the server's process), fail at once if it exits.
-    """
-    deadline = time.monotonic() + timeout
-    url = base_url.rstrip("/") + "/health"
-    last: str = "no answer yet"
-    with httpx.Client(timeout=min(2.0, max(timeout, 0.1))) as http:
-        while True:
-            if proc is not None and proc.poll() is not None:
-                raise RuntimeError(f"the server exited with code {proc.returncode} before it was "
-                                   f"ready{_log_tail(proc)}")
-            try:
-                resp = http.get(url)
-                if resp.status_code == 200:
-                    return
-                last = f"status {resp.status_code}"
-            except httpx.HTTPError as e:
-                last = f"{type(e).__name__}: {e}"
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"no healthy server at {base_url} after {timeout} s ({last})")
-            time.sleep(interval)
-
-
-def _package_root() -> str:
-    return str(Path(__file__).resolve().parents[2])  # the folder that holds `tasks/`
-
-
 def start_server(host: str = "127.0.0.1", port: int = 8000, *, max_sessions: int | None = None,
                  session_ttl: float | None = None, log_level: str = "warning",
                  extra_args: Iterable[str] = (), wait: bool = True,
@@ -309,56 +143,6 @@ def start_server(host: str = "127.0.0.1", port: int = 8000, *, max_sessions: int
     """Start ``python -m tasks.password_game.server`` as a subprocess and (by default) wait until
     ``/health`` answers. Its output goes to a temporary log file (``proc.log_path``), whose tail is
     shown if it fails to start. Stop it with :func:`stop_server`."""
-    cmd = [sys.executable, "-m", "tasks.password_game.server", "--host", host, "--port", str(port),
-           "--log-level", log_level]
-    if max_sessions is not None:
-        cmd += ["--max-sessions", str(max_sessions)]
-    if session_ttl is not None:
-        cmd += ["--session-ttl", str(session_ttl)]
-    cmd += list(extra_args)
-    env = dict(os.environ)
-    root = _package_root()
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    log = tempfile.NamedTemporaryFile(prefix="password_game_server_", suffix=".log", delete=False)
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                            env=env, cwd=root)
-    log.close()
-    proc.log_path = log.name  # type: ignore[attr-defined]
-    if wait:
-        url_host = f"[{host}]" if ":" in host else host
-        try:
-            wait_for_server(f"http://{url_host}:{port}", timeout, proc=proc)
-        except BaseException:
-            stop_server(proc)
-            raise
-    return proc
-
-
-def stop_server(proc: subprocess.Popen, timeout: float = 5.0) -> int | None:
-    """Terminate the server (SIGTERM: uvicorn shuts down cleanly), kill it if it lingers; remove
-    its log file. Returns its exit code."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout)
-    log_path = getattr(proc, "log_path", None)
-    if log_path:
-        try:
-            os.unlink(log_path)
-        except OSError:
-            pass
-    return proc.returncode
-
-
-def _log_tail(proc: subprocess.Popen, n: int = 2000) -> str:
-    log_path = getattr(proc, "log_path", None)
-    if not log_path:
-        return ""
-    try:
-        text = Path(log_path).read_text("utf-8", errors="replace")
-    except OSError:
-        return ""
-    return f"; its output:\n{text[-n:]}" if text else ""
+    return _start_server("tasks.password_game.server", host, port, max_sessions=max_sessions,
+                         session_ttl=session_ttl, log_level=log_level, extra_args=extra_args,
+                         wait=wait, timeout=timeout, log_prefix="password_game_server_")

@@ -22,6 +22,7 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from ..common.protocol import GameOver, StepResult  # the protocol's shared types
 from .instance import MAX_SEED, Instance, check_seed, make_instance
 from .richtext import parse
 from .rules import CHICKEN, EGG, FIRE, NUM_RULES, RULE_FIRE, RULE_HATCH, RULES, check_rules
@@ -82,21 +83,6 @@ class GameConfig:
             raise ValueError("max_steps must be >= 1")
         if not 1 <= self.num_rules <= NUM_RULES:
             raise ValueError(f"num_rules must be in [1, {NUM_RULES}]")
-
-
-@dataclass
-class StepResult:
-    observation: dict[str, Any]
-    reward: float
-    done: bool
-    info: dict[str, Any]
-
-    def __iter__(self):  # so that `obs, reward, done, info = env.step(p)` works
-        return iter((self.observation, self.reward, self.done, self.info))
-
-
-class GameOver(RuntimeError):
-    """A submission to an episode that has ended."""
 
 
 def set_on_fire(password: str, seed: int) -> str:

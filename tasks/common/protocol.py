@@ -1,0 +1,38 @@
+"""The task protocol's shared types (see DESIGN.md §1).
+
+Every game implements ``reset(seed) -> observation`` and ``step(action) -> StepResult``; the
+observation and ``info`` are plain JSON-able dicts, so the in-process environment and the HTTP
+server return identical objects. A step on an ended episode raises :class:`GameOver`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class StepResult:
+    observation: dict[str, Any]
+    reward: float
+    done: bool
+    info: dict[str, Any]
+
+    def __iter__(self):  # so that `obs, reward, done, info = env.step(p)` works
+        return iter((self.observation, self.reward, self.done, self.info))
+
+
+class GameOver(RuntimeError):
+    """A submission to an episode that has ended."""
+
+
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(seed: object) -> int:
+    """``seed`` if it is an int in [0, 2**63 - 1] (not a bool); ``TypeError``/``ValueError`` else."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed must be in [0, 2**63 - 1], got {seed}")
+    return seed
