@@ -1,0 +1,45 @@
+"""The in-process environment with the Password Game's client API (the fast path for training).
+
+``LocalOpenSpielEnv`` and the HTTP client ``OpenSpielEnv`` (client.py) have the same methods and
+return identical JSON-able objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .game import OpenSpielGame
+
+
+class LocalOpenSpielEnv:
+    """In-process OpenSpiel game: ``reset``, ``get_feedback``, ``submit`` (alias ``step``),
+    ``state``. ``cfg`` are :class:`OpenSpielGame`'s keyword arguments."""
+
+    def __init__(self, game_name: str = "tic_tac_toe", **cfg: Any) -> None:
+        self.game = OpenSpielGame(game_name, **cfg)
+
+    def reset(self, seed: Optional[int] = None) -> dict[str, Any]:
+        return self.game.reset(seed)
+
+    def get_feedback(self, move_text: str) -> dict[str, Any]:
+        """Would ``move_text`` be read as a legal move now? (no state change)"""
+        return self.game.feedback(move_text)
+
+    def submit(self, move_text: str) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
+        obs, reward, done, info = self.game.step(move_text)
+        return obs, reward, done, info
+
+    step = submit
+
+    def state(self) -> dict[str, Any]:
+        """Observation + config + the omniscient state (debugging: shows hidden cards)."""
+        return self.game.state_dict()
+
+    def close(self) -> None:  # same interface as the HTTP client
+        pass
+
+    def __enter__(self) -> "LocalOpenSpielEnv":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

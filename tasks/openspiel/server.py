@@ -1,0 +1,284 @@
+"""HTTP server for the OpenSpiel games (FastAPI): sessions over the same game objects as the local env.
+
+    python -m tasks.openspiel.server --host 127.0.0.1 --port 8002
+
+Endpoints (interactive docs at ``/docs``):
+
+==============================  =============================================================
+``GET /health``                 status, live sessions, version, limits
+``GET /games``                  the supported games (name, title, difficulty, rules, params)
+``POST /sessions``              start an episode: ``{"game", "seed", "model_seat", "opponent",
+                                "mcts_simulations", "mcts_uct_c", "mcts_rollouts",
+                                "illegal_move_policy", "max_illegal_retries", "reward"}`` (all
+                                optional; defaults as ``OpenSpielGame``) ->
+                                ``{"session_id", "observation"}``
+``POST /sessions/{id}/submit``  ``{"move": text}`` -> ``{"observation", "reward", "done",
+                                "info"}`` (one answer of the model; illegal answers are
+                                answered in ``info``, never with an error)
+``POST /sessions/{id}/feedback``  ``{"move": text}`` -> would it be read as a legal move now?
+``GET /sessions/{id}``          observation + config + the omniscient state (debugging)
+``DELETE /sessions/{id}``       end the session
+==============================  =============================================================
+
+Bad requests are 4xx, never 5xx (the scaffolding in ``tasks.common.server``): an unknown game is
+422 with the list of supported games; wrong types, extra fields, out-of-range settings or a move
+longer than ``max_move_chars`` are 422; an unknown / deleted / expired / evicted session is 404;
+a submission after the game ended is 409; a body over ``max_body_bytes`` is 413.
+
+Limits (``ServerSettings`` and flags): ``max_move_chars`` 4096, ``max_mcts_simulations`` 5000
+(the MCTS opponent runs inside the request), ``max_sessions`` 1024, ``session_ttl`` 3600 s,
+``max_body_bytes`` 1 MiB.
+"""
+
+# No ``from __future__ import annotations``: FastAPI must see real annotations on the endpoints.
+import argparse
+import logging
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Optional, Union
+
+from fastapi import FastAPI
+from pydantic import BaseModel, Field, field_validator
+
+from ..common.server import (EPISODE_OVER_RESPONSE, ERROR_RESPONSES, BaseServerSettings,
+                             SafeJSONResponse, Seed, SessionStore, Weight,
+                             add_delete_session_route, add_health_route, add_runtime_arguments,
+                             add_session_arguments, create_base_app, http_error, lookup_session,
+                             serve, strict, text_type)
+from .game import GameOver, OpenSpielGame, RewardConfig
+from .games import GAMES, list_games
+
+logger = logging.getLogger("tasks.openspiel.server")
+
+
+@dataclass
+class ServerSettings(BaseServerSettings):
+    """The shared limits plus ``max_move_chars`` and ``max_mcts_simulations``."""
+
+    max_move_chars: int = 4096
+    max_mcts_simulations: int = 5000
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_move_chars < 1 or self.max_mcts_simulations < 1:
+            raise ValueError("max_move_chars and max_mcts_simulations must be >= 1")
+
+
+# ============================================================================ API models
+Seat = Union[Annotated[int, Field(ge=0, le=1, strict=True)], Literal["random"]]
+
+
+class RewardModel(BaseModel):
+    model_config = strict()
+    scale: Optional[Weight] = Field(None, description="null: the game's reward_scale")
+    illegal_move_penalty: Weight = 0.0
+    legal_move_bonus: Weight = 0.0
+
+
+class GameRow(BaseModel):
+    name: str
+    openspiel_name: str
+    title: str
+    difficulty: str
+    params: dict[str, Any]
+    players: int
+    seats: list[str]
+    perfect_information: bool
+    reward_scale: float
+    rules: str
+
+
+class GamesResponse(BaseModel):
+    games: list[GameRow]
+
+
+class HistoryRow(BaseModel):
+    player: int
+    move: str
+    by: str
+
+
+class Observation(BaseModel):
+    game: str
+    seed: int
+    player: int
+    turn: int
+    done: bool
+    board: str
+    history: list[HistoryRow]
+    legal_moves: list[str]
+    legal_actions: list[int]
+    retries_left: int
+    last_illegal: Optional[dict[str, Any]]
+    outcome: Optional[str]
+    returns: Optional[list[float]]
+    text: str
+
+
+class StepInfo(BaseModel):
+    turn: int
+    answer: str
+    illegal_move: bool
+    reason: Optional[str]
+    matched_by: Optional[str]
+    move: Optional[str]
+    action: Optional[int]
+    forced_random: bool
+    forfeit: bool
+    opponent_moves: list[str]
+    penalty: float
+    retries_left: int
+    done: bool
+    outcome: Optional[str]
+    returns: Optional[list[float]]
+    seed: int
+
+
+class SessionResponse(BaseModel):
+    session_id: str
+    observation: Observation
+
+
+class SubmitResponse(BaseModel):
+    observation: Observation
+    reward: float
+    done: bool
+    info: StepInfo
+
+
+class Feedback(BaseModel):
+    legal: bool
+    move: Optional[str]
+    action: Optional[int]
+    matched_by: Optional[str]
+    reason: Optional[str]
+
+
+class SessionState(Observation):
+    config: dict[str, Any]
+    state_string: str
+    actions: list[int]
+
+
+# ============================================================================ the app
+def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
+    """A new app with its own session table (``create_app()`` is what ``app`` is)."""
+    settings = settings or ServerSettings()
+    Move = text_type(settings.max_move_chars,
+                     too_long="move too long: {length} characters; at most {max_chars} are "
+                              "allowed (max_move_chars)",
+                     description="the model's answer: a move name, as listed in legal_moves")
+
+    class CreateSessionRequest(BaseModel):
+        model_config = strict()
+        game: Annotated[str, Field(max_length=64)] = Field(
+            "tic_tac_toe", description=f"one of: {', '.join(GAMES)}")
+        seed: Optional[Seed] = Field(None, description="null: a random seed")
+        model_seat: Seat = Field(0, description="0, 1 or 'random' (drawn from the seed)")
+        opponent: Literal["random", "mcts"] = "random"
+        mcts_simulations: Annotated[int, Field(ge=1, le=settings.max_mcts_simulations)] = 200
+        mcts_uct_c: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] = 2.0
+        mcts_rollouts: Annotated[int, Field(ge=1, le=100)] = 1
+        illegal_move_policy: Literal["retry", "random", "loss"] = "retry"
+        max_illegal_retries: Annotated[int, Field(ge=0, le=100)] = 2
+        reward: RewardModel = Field(default_factory=RewardModel)
+
+        @field_validator("game")
+        @classmethod
+        def known_game(cls, value: str) -> str:
+            if value not in GAMES:
+                raise ValueError(f"unknown game; supported games: {', '.join(GAMES)}")
+            return value
+
+    class MoveRequest(BaseModel):
+        model_config = strict()
+        move: Move  # type: ignore[valid-type]
+
+    app = create_base_app(settings, title="OpenSpiel games",
+                          description=(__doc__ or "").split("\n\n")[0], logger=logger)
+    store: SessionStore = app.state.sessions
+    errors = ERROR_RESPONSES
+
+    add_health_route(app, lambda: {"max_sessions": settings.max_sessions,
+                                   "session_ttl": settings.session_ttl,
+                                   "max_move_chars": settings.max_move_chars,
+                                   "max_mcts_simulations": settings.max_mcts_simulations,
+                                   "max_body_bytes": settings.max_body_bytes})
+
+    @app.get("/games", response_model=GamesResponse)
+    def games() -> Any:
+        """The supported games."""
+        return SafeJSONResponse({"games": list_games()})
+
+    @app.post("/sessions", response_model=SessionResponse, responses=errors)
+    def create_session(req: Optional[CreateSessionRequest] = None) -> Any:
+        """Start an episode (``reset``); the opponent moves first if the model is seat 1."""
+        req = req or CreateSessionRequest()
+        game = OpenSpielGame(req.game, model_seat=req.model_seat, opponent=req.opponent,
+                             mcts_simulations=req.mcts_simulations, mcts_uct_c=req.mcts_uct_c,
+                             mcts_rollouts=req.mcts_rollouts,
+                             illegal_move_policy=req.illegal_move_policy,
+                             max_illegal_retries=req.max_illegal_retries,
+                             reward=RewardConfig(**req.reward.model_dump()))
+        observation = game.reset(req.seed)
+        session = store.add(game)
+        return SafeJSONResponse({"session_id": session.id, "observation": observation})
+
+    @app.post("/sessions/{session_id}/submit", response_model=SubmitResponse,
+              responses={**errors, **EPISODE_OVER_RESPONSE})
+    def submit(session_id: str, req: MoveRequest) -> Any:
+        """One answer of the model (``step``); the opponent replies in the same request."""
+        session = lookup_session(store, session_id)
+        with session.lock:
+            try:
+                obs, reward, done, info = session.game.step(req.move)
+            except GameOver:
+                raise http_error(409, "the game has ended; start a new one with "
+                                      "POST /sessions") from None
+        return SafeJSONResponse({"observation": obs, "reward": reward, "done": done, "info": info})
+
+    @app.post("/sessions/{session_id}/feedback", response_model=Feedback, responses=errors)
+    def feedback(session_id: str, req: MoveRequest) -> Any:
+        """Would this answer be read as a legal move now? Changes nothing."""
+        session = lookup_session(store, session_id)
+        with session.lock:
+            result = session.game.feedback(req.move)
+        return SafeJSONResponse(result)
+
+    @app.get("/sessions/{session_id}", response_model=SessionState, responses=errors)
+    def get_state(session_id: str) -> Any:
+        """Observation, config and the omniscient state (debugging: shows hidden cards)."""
+        session = lookup_session(store, session_id)
+        with session.lock:
+            state = session.game.state_dict()
+        return SafeJSONResponse(state)
+
+    add_delete_session_route(app)
+    return app
+
+
+app = create_app()
+
+
+# ============================================================================ command line
+def main(argv: Optional[list] = None) -> None:
+    defaults = ServerSettings()
+    parser = argparse.ArgumentParser(prog="python -m tasks.openspiel.server",
+                                     description="Serve the OpenSpiel games over HTTP.")
+    add_session_arguments(parser, defaults, port=8002)
+    parser.add_argument("--max-move-chars", type=int, default=defaults.max_move_chars)
+    parser.add_argument("--max-mcts-simulations", type=int,
+                        default=defaults.max_mcts_simulations)
+    add_runtime_arguments(parser, defaults)
+    args = parser.parse_args(argv)
+    try:
+        settings = ServerSettings(max_sessions=args.max_sessions, session_ttl=args.session_ttl,
+                                  max_body_bytes=args.max_body_bytes,
+                                  max_move_chars=args.max_move_chars,
+                                  max_mcts_simulations=args.max_mcts_simulations)
+    except ValueError as e:
+        parser.error(str(e))
+    serve(create_app(settings), args)
+
+
+if __name__ == "__main__":
+    main()
