@@ -1,0 +1,287 @@
+"""Training configuration: one flat dataclass (nanoGPT style) and named presets.
+
+Every knob of a run lives in ``TrainConfig``; a run directory keeps it as ``config.json`` so a run
+can be resumed or evaluated with exactly the settings it was trained with. The defaults are the
+seed project's (3 epochs, 20 episodes per epoch, 30 turns, clip 0.2, gamma 0.99, lambda 0.95,
+lr 1e-6, temperature 0.7, top-p 0.9, top-k 50, 256 new tokens) plus the usual PPO settings;
+presets override what a given model needs and say why.
+
+Vocabulary used everywhere:
+* an *epoch* is one outer iteration: collect ``episodes_per_epoch`` episodes with the current
+  policy, then run ``ppo_epochs`` passes of minibatch updates over them;
+* a *step* (the checkpoint/resume counter) is one finished epoch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+
+@dataclass
+class TrainConfig:
+    # ------------------------------------------------------------------ model
+    model: str = "tiny"  # "tiny", a hub id ("Qwen/Qwen3-0.6B") or a saved directory
+    device: Optional[str] = None  # None: cuda if available, else cpu
+    dtype: Optional[str] = None  # "float32" | "bfloat16" | None (bf16 on CUDA, fp32 on CPU)
+    attn_implementation: Optional[str] = None  # None: flash_attention_2 if installed, else sdpa
+    gradient_checkpointing: bool = False  # trade compute for memory in the PPO forward/backward
+
+    # ------------------------------------------------------------------ game (Password Game)
+    num_rules: int = 26  # play only the first N rules (1..26)
+    max_steps: int = 30  # submissions (turns) per episode (seed: 30)
+    reward_per_rule: float = 1.0  # the seed's reward: rules * 1.0 - len * 0.01 (+10 at >= 5 rules)
+    length_penalty: float = 0.01
+    episode_bonus: float = 10.0
+    bonus_min_rules: int = 5
+    # "absolute" (seed): every turn pays the score, which rewards stalling over long episodes;
+    # "delta": every turn pays the change in score, so an episode's return is its final score.
+    reward_mode: Literal["absolute", "delta"] = "absolute"
+    # Env rewards are multiplied by this before GAE. The policy loss does not care (advantages are
+    # whitened) but the critic and its clip range (value_clip_range, in return units) do.
+    reward_scale: float = 1.0
+
+    # ------------------------------------------------------------------ seeds
+    seed: int = 0  # torch / numpy / python RNG and the order of training game seeds
+    train_seed_start: int = 0  # training games use seeds [start, start + count)
+    train_seed_count: int = 100_000
+    eval_seed_start: int = 1_000_000  # held-out games: [eval_seed_start, + eval_episodes)
+    eval_episodes: int = 32
+
+    # ------------------------------------------------------------------ rollouts
+    epochs: int = 3  # seed: 3
+    episodes_per_epoch: int = 20  # seed: 20
+    max_new_tokens: int = 256  # per turn (seed: 256)
+    temperature: float = 0.7  # seed: 0.7. Also divides the logits in every log-prob we compute,
+    top_p: float = 0.9  # so the policy PPO optimises is the one that sampled (as verl does).
+    top_k: int = 50
+    max_context_tokens: int = 4096  # an episode that would outgrow this ends before its next turn
+    feedback: Literal["compact", "full"] = "compact"  # later-turn user messages (rollout.py)
+    system_prompt: str = ("You are playing the Password Game. Reply with your next password "
+                          "only, on one line.")
+    score_batch_size: int = 16  # rows per no-grad forward when scoring old/ref log-probs
+
+    # ------------------------------------------------------------------ PPO
+    ppo_epochs: int = 4  # passes over each batch of episodes
+    minibatch_size: int = 4  # episodes per optimizer step
+    micro_batch_size: Optional[int] = None  # episodes per forward/backward (grad accumulation)
+    lr: float = 1e-6  # seed: 1e-6 (the LM)
+    # The value head starts at zero (models.ValueHead) and must learn returns of O(1-30); at the
+    # LM's 1e-6 it would barely move, so it has its own learning rate.
+    value_head_lr: float = 1e-4
+    weight_decay: float = 0.0
+    adam_eps: float = 1e-8
+    clip_range: float = 0.2  # seed: 0.2
+    value_clip_range: Optional[float] = 0.2  # in (scaled) return units; None: unclipped
+    vf_coef: float = 0.1  # value loss weight; small because the value head shares the LM trunk
+    entropy_coef: float = 0.0  # entropy bonus (0 is usual for LMs; > 0 keeps tiny exploring)
+    max_grad_norm: float = 1.0
+    gamma: float = 0.99  # seed: 0.99, per policy token
+    lam: float = 0.95  # seed: 0.95
+    whiten_advantages: bool = True
+    target_kl: Optional[float] = None  # stop this batch's PPO epochs once approx KL exceeds it
+    loss_agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
+    # KL to the frozen reference (the policy at the start of PPO). With kl_in_reward (the
+    # InstructGPT/TRL way) each policy token's reward gets -kl_coef * KL estimate, so GAE
+    # carries it like any reward; otherwise it is a loss term kl_coef * mean(KL) with gradient.
+    # Estimators (ppo.kl_penalty): "k1" = logp - ref_logp, unbiased, can be negative: the
+    # standard reward penalty; "k3" = exp(ref - logp) - (ref - logp) - 1, >= 0, low variance:
+    # the usual loss term (GRPO). With advantage_estimator="grpo" the KL is always a loss term.
+    kl_coef: float = 0.05
+    kl_estimator: Literal["k1", "k3"] = "k1"
+    kl_in_reward: bool = True
+    # "gae": token-level GAE with the value head; "grpo": every game seed is played group_size
+    # times and an episode's advantage is its return relative to its group (no critic needed).
+    advantage_estimator: Literal["gae", "grpo"] = "gae"
+    group_size: int = 4
+
+    # ------------------------------------------------------------------ warm start (SFT)
+    # A short supervised fine-tune on demonstrations before PPO (warmstart.py); the baseline is
+    # measured after it. Off for pretrained chat models; needed for the random-init tiny model.
+    warmstart: bool = False
+    warmstart_examples: int = 512  # demonstrations (first-observation prompt -> password)
+    warmstart_steps: int = 300
+    warmstart_batch_size: int = 32
+    warmstart_lr: float = 3e-3
+    # Each extra rule's ingredient (digit, uppercase, special, ...) appears in a demonstration
+    # with this probability: the demonstrations only have to satisfy the rule shown in the first
+    # observation (>= 5 characters), so the rest is what RL must discover.
+    warmstart_extra_prob: float = 0.5
+
+    # ------------------------------------------------------------------ bookkeeping
+    out_dir: Optional[str] = None  # None: checkpoints/<preset>-<timestamp>
+    preset: Optional[str] = None  # informational: which preset this config came from
+    save_every: int = 1  # epochs between last/ checkpoints (the final epoch is always saved)
+    eval_every: int = 0  # epochs between held-out evaluations during training (0: final only)
+    wandb_mode: Literal["offline", "online", "disabled"] = "offline"
+    wandb_project: str = "game-rl"
+    progress: bool = True  # tqdm bars
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        def need(cond: bool, msg: str) -> None:
+            if not cond:
+                raise ValueError(f"TrainConfig: {msg}")
+
+        need(1 <= self.num_rules <= 26, "num_rules must be in 1..26")
+        need(self.max_steps >= 1 and self.epochs >= 0, "max_steps >= 1 and epochs >= 0")
+        need(self.episodes_per_epoch >= 2, "episodes_per_epoch must be >= 2 (advantage whitening)")
+        need(self.minibatch_size >= 1 and self.ppo_epochs >= 1, "minibatch_size, ppo_epochs >= 1")
+        need(self.micro_batch_size is None or self.micro_batch_size >= 1, "micro_batch_size >= 1")
+        need(self.reward_mode in ("absolute", "delta"), "reward_mode: 'absolute' or 'delta'")
+        need(self.kl_estimator in ("k1", "k3"), "kl_estimator: 'k1' or 'k3'")
+        need(self.advantage_estimator in ("gae", "grpo"), "advantage_estimator: 'gae' or 'grpo'")
+        need(self.feedback in ("compact", "full"), "feedback: 'compact' or 'full'")
+        need(self.wandb_mode in ("offline", "online", "disabled"),
+             "wandb_mode: 'offline', 'online' or 'disabled'")
+        need(self.temperature > 0, "temperature must be > 0 (use evaluate(greedy=True) for argmax)")
+        need(self.max_new_tokens >= 1, "max_new_tokens >= 1")
+        if self.advantage_estimator == "grpo":
+            need(self.group_size >= 2 and self.episodes_per_epoch % self.group_size == 0,
+                 "grpo needs group_size >= 2 dividing episodes_per_epoch")
+        # Held-out evaluation must never see a training game.
+        train = range(self.train_seed_start, self.train_seed_start + self.train_seed_count)
+        evals = range(self.eval_seed_start, self.eval_seed_start + self.eval_episodes)
+        need(self.train_seed_count >= 1 and self.eval_episodes >= 0, "seed ranges must be non-empty")
+        need(train.stop <= evals.start or evals.stop <= train.start,
+             f"train seeds {train} and eval seeds {evals} overlap")
+
+    # ------------------------------------------------------------------ helpers
+    def train_seeds(self) -> range:
+        return range(self.train_seed_start, self.train_seed_start + self.train_seed_count)
+
+    def eval_seeds(self, n: Optional[int] = None) -> list[int]:
+        return list(range(self.eval_seed_start, self.eval_seed_start + (n or self.eval_episodes)))
+
+    def game_config(self):
+        from tasks.password_game import GameConfig, RewardConfig
+
+        return GameConfig(max_steps=self.max_steps, num_rules=self.num_rules, reward=RewardConfig(
+            reward_per_rule=self.reward_per_rule, length_penalty=self.length_penalty,
+            episode_bonus=self.episode_bonus, bonus_min_rules=self.bonus_min_rules,
+            mode=self.reward_mode))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TrainConfig":
+        data = json.loads(Path(path).read_text())
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def replace(self, **overrides: Any) -> "TrainConfig":
+        unknown = set(overrides) - {f.name for f in fields(self)}
+        if unknown:
+            raise ValueError(f"unknown TrainConfig fields: {sorted(unknown)}")
+        return dataclasses.replace(self, **overrides)
+
+
+# ----------------------------------------------------------------------------- presets
+
+# tiny: the embedded random-init Qwen3 (~0.26M parameters) on CPU. Everything that differs
+# from the seed's defaults, and why:
+# * num_rules=6 (rules 1-6: length, number, uppercase, special character, digits sum to 25,
+#   a month): a game a 0.26M-parameter model can learn in minutes. Rules 1-9 have seed-independent
+#   texts, so held-out seeds test the same skills; the CAPTCHA (rule 10) is the first per-game rule.
+# * max_steps=3: still multi-turn (feedback, newly revealed rules) but 10x cheaper than 30.
+# * reward_mode="delta": with 6 rules and the +10 bonus from 5 rules on, "absolute" pays more for
+#   holding 5 rules for 3 turns (45) than for winning at once (16); delta pays the final score.
+# * reward_scale=0.1: returns of O(1) for the critic and its 0.2 clip range.
+# * max_new_tokens=24: passwords here are 5-12 tokens; 24 leaves room for mistakes.
+# * warm start on (the model starts random): 150 SFT steps of 16 demonstration episodes (~30 s)
+#   whose passwords hold each later rule's ingredient with probability 0.5 (warmstart.py; digit
+#   runs summing to 25 come from a short list); the baseline is measured after it, before PPO.
+# * max_context_tokens=1024: a 3-turn episode is ~250 tokens; score_batch_size=32: one no-grad
+#   forward scores a whole epoch's batch.
+# * epochs=30 x 32 episodes, minibatch 8, 4 PPO epochs (16 optimizer steps per epoch): training
+#   success reaches ~85-95% by epoch 20-25; a 50-epoch run drifted (a KL spike at epoch ~35
+#   halved success for a few epochs). 2.5-3.5 s per epoch; the whole command ~2 min on 2 cores.
+# * In "delta" mode winning on turn 1 or 2 returns the same final score, so the trained policy
+#   often uses the feedback turn (mean ~2.2 turns); add a per-turn cost to make it hurry.
+# * lr=1e-4 (value head 1e-3): 1e-3 was unstable (KL to the reference 1-6 nats per token, clip
+#   fraction 0.2-0.5, no progress); 2e-4 learned no faster; 1e-6 would not move a random-init model.
+# * kl_coef=0.01: a loose leash; the reference is the warm-started model, whose demonstrations
+#   are deliberately incomplete. entropy_coef=0: entropy stayed at ~1.2-1.5 nats without it.
+# * eval_episodes=128: held-out games, enough that a success-rate difference is not noise.
+TINY_PRESET = dict(
+    model="tiny",
+    num_rules=6,
+    max_steps=3,
+    reward_mode="delta",
+    reward_scale=0.1,
+    max_new_tokens=24,
+    max_context_tokens=1024,
+    epochs=30,
+    episodes_per_epoch=32,
+    ppo_epochs=4,
+    minibatch_size=8,
+    lr=1e-4,
+    value_head_lr=1e-3,
+    vf_coef=0.1,
+    kl_coef=0.01,
+    entropy_coef=0.0,
+    warmstart=True,
+    warmstart_steps=150,
+    warmstart_batch_size=16,
+    eval_episodes=128,
+    score_batch_size=32,
+)
+
+# Qwen3-0.6B on one GPU: the seed's settings, with memory settings for a 0.6B model in bf16.
+# * gradient_checkpointing and micro_batch_size=1: 30-turn conversations reach a few thousand
+#   tokens; activations, not weights, are what runs out of memory.
+# * reward_mode="absolute" is the seed's; consider "delta" for the full 30-turn game (see above).
+# * value_head_lr=1e-4: see TrainConfig.
+QWEN3_0_6B_PRESET = dict(
+    model="Qwen/Qwen3-0.6B",
+    gradient_checkpointing=True,
+    minibatch_size=4,
+    micro_batch_size=1,
+    score_batch_size=4,
+    max_context_tokens=8192,
+    eval_episodes=32,
+)
+
+PRESETS: dict[str, dict[str, Any]] = {"tiny": TINY_PRESET, "qwen3-0.6b": QWEN3_0_6B_PRESET}
+
+
+def get_config(preset: str = "tiny", **overrides: Any) -> TrainConfig:
+    """The preset's TrainConfig with ``overrides`` applied (unknown names raise)."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
+    cfg = TrainConfig(**{**PRESETS[preset], "preset": preset})
+    return cfg.replace(**overrides) if overrides else cfg
+
+
+def coerce_override(name: str, value: str) -> Any:
+    """Parse a command-line ``name=value`` for TrainConfig field ``name`` by its default's type."""
+    by_name = {f.name: f for f in fields(TrainConfig)}
+    if name not in by_name:
+        raise ValueError(f"unknown TrainConfig field {name!r}")
+    kind = str(by_name[name].type)  # a string: this module uses postponed annotations
+    if kind.startswith("Optional[") and value.lower() in ("none", "null"):
+        return None
+    kind = kind.removeprefix("Optional[").removesuffix("]") if kind.startswith("Optional[") else kind
+    if kind == "bool":
+        if value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"{name}: expected a boolean, got {value!r}")
+    if kind == "int":
+        return int(value)
+    if kind == "float":
+        return float(value)
+    return value  # str and Literal[...] fields (validate() checks the Literal choices)
+
+
+__all__ = ["PRESETS", "TrainConfig", "coerce_override", "get_config"]

@@ -1,0 +1,414 @@
+"""Batched multi-turn rollouts: many Password Game episodes played at once by one policy.
+
+Every episode is kept as ONE token sequence, exactly the tokens the model saw and produced:
+
+    [chat prompt: system + first observation, ending in the assistant header]   mask 0
+    [answer 1: the sampled tokens, up to and including the stop token]          mask 1  <- reward 1
+    [user message 2: feedback on answer 1, then the next assistant header]      mask 0
+    [answer 2]                                                                  mask 1  <- reward 2
+    ...
+
+Tokens are appended, never re-tokenized ("token in, token out"), so what PPO trains on is what was
+sampled. Each turn's reward sits on that turn's last policy token; environment tokens (mask 0) never
+carry a reward, a log-prob or a loss.
+
+Batching: at each turn ALL live episodes generate their next answer in ONE ``generate`` call
+(left padding so every row ends at the same column, KV cache on). Episodes that ended drop out.
+
+User messages (``feedback``):
+* turn 1: the system prompt and the game's full observation text (instructions, turn counter,
+  the revealed rules);
+* later turns, ``"compact"`` (default): one header line "Turn t of T. k of n rules hold.", then
+  only the rules that changed the picture: newly revealed rules (with their verdict) and revealed
+  rules the password now breaks. Rules that still hold are not repeated: they are in the context
+  already, and repeating all of them would make a 30-turn episode O(turns x rules) tokens.
+  If the game altered the password (fire, Paul hatching) the message shows the altered password.
+* ``"full"``: the game's whole observation text every turn (simple, long).
+
+Context budget: an episode whose sequence plus ``max_new_tokens`` would exceed
+``max_context_tokens`` ends before that turn (``context_exhausted``). Compact feedback keeps this
+rare; the budget exists so a runaway conversation can never exhaust memory.
+
+Password extraction (``extract_password``), in order:
+1. if ``</think>`` occurs, keep only the text after its last occurrence (drops thinking);
+   an unclosed ``<think>`` drops everything from it to the end;
+2. if ``Password:`` occurs (any case), keep the text after its LAST occurrence;
+3. take the first non-empty line, skipping lines that are only a code fence (```` ``` ````);
+4. strip surrounding whitespace, then matching wrapping quotes/backticks, repeatedly.
+Markup (``*``) is never stripped: it is part of the password. An answer with nothing left gives
+the empty password, a valid (bad) move, never an exception.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Optional, Protocol, Sequence
+
+import torch
+
+from .models import ENDOFTEXT, IM_END, chat_prompt
+
+# ----------------------------------------------------------------------------- extraction
+
+_PASSWORD_MARK = re.compile(r"password\s*:", re.IGNORECASE)
+_FENCE_LINE = re.compile(r"^```[\w+-]*$")
+_WRAPPERS = (("```", "```"), ("`", "`"), ('"', '"'), ("'", "'"), ("\u201c", "\u201d"),
+             ("\u2018", "\u2019"))
+
+
+def extract_password(answer: str) -> str:
+    """The password in a model's answer (rules in the module docstring)."""
+    text = answer
+    if "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
+    if "<think>" in text:
+        text = text.split("<think>", 1)[0]
+    marks = list(_PASSWORD_MARK.finditer(text))
+    if marks:
+        text = text[marks[-1].end():]
+    line = ""
+    for candidate in text.splitlines():
+        candidate = candidate.strip()
+        if candidate and not _FENCE_LINE.match(candidate):
+            line = candidate
+            break
+    changed = True
+    while changed and line:
+        changed = False
+        for left, right in _WRAPPERS:
+            if len(line) >= len(left) + len(right) and line.startswith(left) and line.endswith(right):
+                line = line[len(left):len(line) - len(right)].strip()
+                changed = True
+                break
+    return line
+
+
+# ----------------------------------------------------------------------------- messages
+
+
+def first_messages(obs: dict[str, Any], system_prompt: Optional[str]) -> list[dict[str, str]]:
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return messages + [{"role": "user", "content": obs["text"]}]
+
+
+def feedback_message(obs: dict[str, Any], info: dict[str, Any], submitted: str,
+                     style: str = "compact") -> str:
+    """The user message after a submission (see the module docstring)."""
+    if style == "full":
+        return obs["text"]
+    lines = [f"Turn {obs['turn']} of {obs['max_steps']}. "
+             f"{info['rules_satisfied']} of {info['num_revealed']} rules hold."]
+    if obs.get("last_password") is not None and obs["last_password"] != submitted:
+        lines.append(f"The game changed your password to: {obs['last_password']}")
+    newly = set(info.get("newly_revealed", ()))
+    for rule in info["rules"]:
+        if rule["id"] in newly or not rule["satisfied"]:
+            mark = "[x]" if rule["satisfied"] else "[ ]"
+            tag = "New: " if rule["id"] in newly else ""
+            lines.append(f"{tag}{mark} Rule {rule['id'] + 1}: {rule['text']}")
+    return "\n".join(lines)
+
+
+def encode(tokenizer, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def env_turn_ids(tokenizer, message: str, answer_closed: bool) -> list[int]:
+    """Environment tokens between two answers: close the answer if the model did not (it ran out
+    of tokens or stopped on <|endoftext|>), then the user message and the next assistant header,
+    rendered by the tokenizer's own chat template (so Qwen3 and tiny follow one code path)."""
+    head = "\n" if answer_closed else IM_END + "\n"
+    return encode(tokenizer, head + chat_prompt(tokenizer, [{"role": "user", "content": message}]))
+
+
+# ----------------------------------------------------------------------------- episodes
+
+
+@dataclass
+class Turn:
+    answer: str  # the decoded answer (special tokens dropped)
+    password: str  # what was submitted
+    reward: float  # the env's reward for this turn (unscaled)
+    rules_satisfied: int
+    num_revealed: int
+    success: bool
+    n_tokens: int  # policy tokens in this answer
+    last_token: int  # index in token_ids of this answer's last token (where the reward sits)
+
+
+@dataclass
+class Episode:
+    seed: int
+    token_ids: list[int]
+    policy_mask: list[int]  # 1 on tokens the policy generated
+    gen_logprobs: list[float]  # log pi(token) at sampling time (0.0 on mask-0 tokens)
+    rewards: list[float]  # per token: each turn's reward on its last policy token
+    prompt_len: int
+    turns: list[Turn] = field(default_factory=list)
+    done: bool = False
+    success: bool = False
+    context_exhausted: bool = False
+    last_obs: dict[str, Any] = field(default_factory=dict)
+    final_info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_reward(self) -> float:
+        return float(sum(t.reward for t in self.turns))
+
+    @property
+    def rules_satisfied(self) -> int:
+        return self.turns[-1].rules_satisfied if self.turns else 0
+
+    @property
+    def num_revealed(self) -> int:
+        return self.turns[-1].num_revealed if self.turns else 1
+
+    def rule_verdicts(self) -> dict[int, bool]:
+        """Final verdict per revealed rule id (rules never revealed are absent)."""
+        return {r["id"]: bool(r["satisfied"]) for r in self.final_info.get("rules", [])}
+
+    def record(self) -> dict[str, Any]:
+        """A JSON-able summary (for episodes.jsonl and wandb)."""
+        return {"seed": self.seed, "reward": self.total_reward,
+                "rules_satisfied": self.rules_satisfied, "num_revealed": self.num_revealed,
+                "success": self.success, "turns": len(self.turns),
+                "context_exhausted": self.context_exhausted,
+                "tokens": len(self.token_ids), "policy_tokens": int(sum(self.policy_mask)),
+                "passwords": [t.password for t in self.turns],
+                "turn_rewards": [t.reward for t in self.turns]}
+
+
+# ----------------------------------------------------------------------------- policies
+
+
+@dataclass
+class Answer:
+    token_ids: list[int]  # generated tokens, including the stop token when there is one
+    logprobs: Optional[list[float]] = None  # log pi of each, at sampling time
+
+
+class TurnPolicy(Protocol):
+    """Anything that answers a batch of conversations at once."""
+
+    def __call__(self, contexts: list[list[int]], episodes: list[Episode]) -> list[Answer]: ...
+
+
+@dataclass
+class RolloutConfig:
+    max_turns: int = 30
+    max_new_tokens: int = 256
+    temperature: float = 0.7
+    top_p: float = 0.9
+    top_k: int = 50
+    greedy: bool = False
+    max_context_tokens: int = 4096
+    feedback: str = "compact"
+    system_prompt: Optional[str] = None
+    record_logprobs: bool = True  # keep per-step logits to log-prob the samples (B x V per step)
+
+    @classmethod
+    def from_train_config(cls, cfg, greedy: bool = False) -> "RolloutConfig":
+        return cls(max_turns=cfg.max_steps, max_new_tokens=cfg.max_new_tokens,
+                   temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, greedy=greedy,
+                   max_context_tokens=cfg.max_context_tokens, feedback=cfg.feedback,
+                   system_prompt=cfg.system_prompt)
+
+
+def stop_token_ids(lm, tokenizer) -> list[int]:
+    """<|im_end|> ends a turn; like Qwen3's generation config we also stop on <|endoftext|>."""
+    ids = {tokenizer.convert_tokens_to_ids(IM_END)}
+    eos = lm.generation_config.eos_token_id if lm is not None else None
+    ids.update(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    if ENDOFTEXT in tokenizer.get_vocab():
+        ids.add(tokenizer.convert_tokens_to_ids(ENDOFTEXT))
+    return sorted(i for i in ids if i is not None)
+
+
+class LMPolicy:
+    """A causal LM as a TurnPolicy: one batched, left-padded ``generate`` call per turn.
+
+    Log-probs are of the temperature-scaled distribution, softmax(logits / T), computed from the
+    raw logits ``generate`` returns (before top-k/top-p): that is the distribution PPO optimises
+    (trainer.forward_policy divides by the same T). The top-k/top-p truncation is not part of it,
+    as in verl and OpenRLHF; every sampled token lies inside the truncated set.
+    """
+
+    def __init__(self, lm, tokenizer, cfg: RolloutConfig):
+        self.lm, self.tokenizer, self.cfg = lm, tokenizer, cfg
+        self.stop_ids = stop_token_ids(lm, tokenizer)
+        self.generate_calls = 0
+
+    @torch.no_grad()
+    def __call__(self, contexts: list[list[int]], episodes: list[Episode]) -> list[Answer]:
+        cfg, tok = self.cfg, self.tokenizer
+        device = self.lm.device
+        width = max(len(c) for c in contexts)
+        ids = torch.full((len(contexts), width), tok.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(contexts), width), dtype=torch.long)
+        for i, c in enumerate(contexts):  # left padding: every row ends at column `width`
+            ids[i, width - len(c):] = torch.tensor(c, dtype=torch.long)
+            mask[i, width - len(c):] = 1
+        sampling = (dict(do_sample=False, temperature=None, top_p=None, top_k=None) if cfg.greedy
+                    else dict(do_sample=True, temperature=cfg.temperature, top_p=cfg.top_p,
+                              top_k=cfg.top_k))
+        was_training = self.lm.training
+        self.lm.eval()
+        try:
+            self.generate_calls += 1
+            out = self.lm.generate(
+                input_ids=ids.to(device), attention_mask=mask.to(device),
+                max_new_tokens=cfg.max_new_tokens, eos_token_id=self.stop_ids,
+                pad_token_id=tok.pad_token_id, use_cache=True, return_dict_in_generate=True,
+                output_logits=cfg.record_logprobs, **sampling)
+        finally:
+            self.lm.train(was_training)
+        new = out.sequences[:, width:].cpu()
+        logprobs = None
+        if cfg.record_logprobs:
+            logits = torch.stack(out.logits, dim=1).float().cpu() / cfg.temperature  # [B, n, V]
+            logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        answers = []
+        stops = torch.tensor(self.stop_ids)
+        for i in range(new.shape[0]):
+            row = new[i]
+            hits = torch.isin(row, stops).nonzero()
+            n = int(hits[0]) + 1 if len(hits) else row.shape[0]  # through the first stop token
+            answers.append(Answer(row[:n].tolist(),
+                                  logprobs[i, :n].tolist() if logprobs is not None else None))
+        return answers
+
+
+class ScriptedPolicy:
+    """A TurnPolicy from a text function ``fn(episode) -> answer text`` (solver, random strings,
+    demonstrations). The answer is tokenized and closed with <|im_end|> like a model's."""
+
+    def __init__(self, tokenizer, fn: Callable[[Episode], str]):
+        self.tokenizer, self.fn = tokenizer, fn
+        self.im_end = tokenizer.convert_tokens_to_ids(IM_END)
+
+    def __call__(self, contexts: list[list[int]], episodes: list[Episode]) -> list[Answer]:
+        return [Answer(encode(self.tokenizer, self.fn(ep)) + [self.im_end]) for ep in episodes]
+
+
+# ----------------------------------------------------------------------------- the rollout
+
+
+def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[int], make_env: Callable[[], Any],
+            cfg: RolloutConfig) -> list[Episode]:
+    """Play one episode per seed, all of them in lockstep (one policy call per turn).
+
+    ``make_env()`` returns a fresh environment with the Password Game API (``reset(seed)``,
+    ``submit(password) -> (obs, reward, done, info)``): ``LocalPasswordGameEnv`` in-process, or
+    the HTTP client ``PasswordGameEnv``. One environment per episode; each is closed at the end.
+    """
+    im_end = tokenizer.convert_tokens_to_ids(IM_END)
+    envs = [make_env() for _ in seeds]
+    episodes: list[Episode] = []
+    try:
+        for seed, env in zip(seeds, envs):
+            obs = env.reset(seed)
+            prompt = encode(tokenizer, chat_prompt(tokenizer, first_messages(obs, cfg.system_prompt)))
+            n = len(prompt)
+            episodes.append(Episode(seed=seed, token_ids=list(prompt), policy_mask=[0] * n,
+                                    gen_logprobs=[0.0] * n, rewards=[0.0] * n, prompt_len=n,
+                                    last_obs=obs))
+
+        for _turn in range(cfg.max_turns):
+            for ep in episodes:  # the context budget: end an episode that could overflow
+                if not ep.done and len(ep.token_ids) + cfg.max_new_tokens > cfg.max_context_tokens:
+                    ep.done = ep.context_exhausted = True
+            live = [i for i, ep in enumerate(episodes) if not ep.done]
+            if not live:
+                break
+            answers = policy([episodes[i].token_ids for i in live], [episodes[i] for i in live])
+            for i, answer in zip(live, answers):
+                ep, n = episodes[i], len(answer.token_ids)
+                if n == 0:
+                    raise ValueError("a policy returned an empty answer (no token to reward)")
+                ep.token_ids += answer.token_ids
+                ep.policy_mask += [1] * n
+                ep.gen_logprobs += answer.logprobs if answer.logprobs is not None else [0.0] * n
+                ep.rewards += [0.0] * n
+                text = tokenizer.decode(answer.token_ids, skip_special_tokens=True)
+                password = extract_password(text)
+                obs, reward, done, info = envs[i].submit(password)
+                ep.rewards[-1] += float(reward)  # the turn's reward on its last policy token
+                ep.turns.append(Turn(answer=text, password=password, reward=float(reward),
+                                     rules_satisfied=int(info["rules_satisfied"]),
+                                     num_revealed=int(info["num_revealed"]),
+                                     success=bool(info["success"]), n_tokens=n,
+                                     last_token=len(ep.token_ids) - 1))
+                ep.last_obs, ep.final_info = obs, info
+                ep.success = bool(info["success"])
+                if done:
+                    ep.done = True
+                    continue
+                env_ids = env_turn_ids(tokenizer, feedback_message(obs, info, password, cfg.feedback),
+                                       answer_closed=answer.token_ids[-1] == im_end)
+                ep.token_ids += env_ids
+                ep.policy_mask += [0] * len(env_ids)
+                ep.gen_logprobs += [0.0] * len(env_ids)
+                ep.rewards += [0.0] * len(env_ids)
+        for ep in episodes:  # max_turns below the game's max_steps ends episodes here
+            ep.done = True
+    finally:
+        for env in envs:
+            close = getattr(env, "close", None)
+            if close is not None:
+                close()
+    return episodes
+
+
+# ----------------------------------------------------------------------------- to tensors
+
+
+@dataclass
+class TokenBatch:
+    """Episodes as right-padded ``[B, T]`` tensors, index t = token t of the sequence."""
+
+    input_ids: torch.Tensor  # long
+    attention_mask: torch.Tensor  # long, 1 on real tokens
+    mask: torch.Tensor  # float, 1 on policy tokens
+    rewards: torch.Tensor  # float, env rewards on each turn's last policy token
+    gen_logprobs: torch.Tensor  # float, sampling-time log-probs on policy tokens
+
+    def to(self, device) -> "TokenBatch":
+        return TokenBatch(**{k: v.to(device) for k, v in asdict(self).items()})
+
+
+def episodes_to_batch(episodes: Sequence[Episode], pad_id: int) -> TokenBatch:
+    """Right padding for training: every row starts at column 0, so position t of a row is the
+    same RoPE position it had while sampling (models.positions_from_mask), and no query row is
+    fully masked."""
+    width = max(len(ep.token_ids) for ep in episodes)
+    b = len(episodes)
+    out = TokenBatch(input_ids=torch.full((b, width), pad_id, dtype=torch.long),
+                     attention_mask=torch.zeros((b, width), dtype=torch.long),
+                     mask=torch.zeros((b, width)), rewards=torch.zeros((b, width)),
+                     gen_logprobs=torch.zeros((b, width)))
+    for i, ep in enumerate(episodes):
+        n = len(ep.token_ids)
+        out.input_ids[i, :n] = torch.tensor(ep.token_ids)
+        out.attention_mask[i, :n] = 1
+        out.mask[i, :n] = torch.tensor(ep.policy_mask, dtype=torch.float)
+        out.rewards[i, :n] = torch.tensor(ep.rewards)
+        out.gen_logprobs[i, :n] = torch.tensor(ep.gen_logprobs)
+    return out
+
+
+def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Mean episode return, final rules satisfied, success rate, turns, policy tokens."""
+    n = max(len(episodes), 1)
+    return {"reward": sum(ep.total_reward for ep in episodes) / n,
+            "rules_satisfied": sum(ep.rules_satisfied for ep in episodes) / n,
+            "success_rate": sum(ep.success for ep in episodes) / n,
+            "turns": sum(len(ep.turns) for ep in episodes) / n,
+            "policy_tokens": sum(sum(ep.policy_mask) for ep in episodes) / n,
+            "episodes": len(episodes)}
+
+
+__all__ = ["Answer", "Episode", "LMPolicy", "RolloutConfig", "ScriptedPolicy", "TokenBatch",
+           "Turn", "TurnPolicy", "encode", "env_turn_ids", "episodes_to_batch",
+           "extract_password", "feedback_message", "first_messages", "rollout", "stop_token_ids",
+           "summarize"]

@@ -1,0 +1,198 @@
+"""Logging: local JSONL always, wandb when available (offline by default), matplotlib figures.
+
+Files in the run directory:
+    metrics.jsonl    one JSON object per line: {"kind": "epoch" | "eval", "epoch": ..., ...}
+    episodes.jsonl   one line per training episode: {"epoch": ..., "seed": ..., "reward": ...}
+    wandb/           the wandb run (offline mode: sync later with `wandb sync <dir>`)
+    *.png            figures (save_figures)
+
+wandb is optional: if it cannot be imported, or ``wandb.init`` fails, the tracker says so once
+and keeps writing the JSONL files, which are the source of truth (figures and summaries are made
+from them, so a run without wandb loses nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+log = logging.getLogger("gamerl")
+
+METRICS_JSONL = "metrics.jsonl"
+EPISODES_JSONL = "episodes.jsonl"
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None  # strict JSON has no nan/inf; a gap reads better than a crash
+    if hasattr(v, "item") and callable(v.item):
+        return _jsonable(v.item())
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line:
+            try:
+                rows.append(json.loads(line))
+            except ValueError:  # a line cut short by a kill: ignore it
+                pass
+    return rows
+
+
+def truncate_jsonl(path: str | Path, keep_through_epoch: int) -> None:
+    """Drop records of epochs after ``keep_through_epoch`` (a resumed run redoes them), atomically."""
+    path = Path(path)
+    if not path.exists():
+        return
+    rows = [r for r in read_jsonl(path) if r.get("epoch", -1) <= keep_through_epoch]
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    os.replace(tmp, path)
+
+
+class Tracker:
+    """``log(metrics)`` to metrics.jsonl (+ wandb), ``log_episodes(records)`` to episodes.jsonl."""
+
+    def __init__(self, run_dir: str | Path, config: dict[str, Any], mode: str = "offline",
+                 project: str = "game-rl", run_id: Optional[str] = None,
+                 name: Optional[str] = None):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.wandb_run = None
+        self.run_id = run_id
+        if mode != "disabled":
+            try:
+                import wandb
+            except ImportError:
+                log.warning("wandb is not installed: logging to %s only (pip install wandb)",
+                            self.run_dir / METRICS_JSONL)
+            else:
+                try:
+                    # resume="allow" with our own id: a resumed run appends to the same wandb run.
+                    self.wandb_run = wandb.init(
+                        project=project, mode=mode, dir=str(self.run_dir), config=config,
+                        id=run_id, name=name, resume="allow" if run_id else None,
+                        settings=wandb.Settings(quiet=True))  # no 70-line summary at exit
+                    self.run_id = self.wandb_run.id
+                    if mode == "offline":
+                        log.info("wandb (offline): %s; upload later with `wandb sync %s`",
+                                 self.run_dir / "wandb", self.run_dir / "wandb" / "offline-run-*")
+                except Exception as e:  # no network in online mode, bad credentials, ...
+                    log.warning("wandb.init failed (%s): logging to %s only", e,
+                                self.run_dir / METRICS_JSONL)
+
+    def _append(self, name: str, rows: Iterable[dict[str, Any]]) -> None:
+        with open(self.run_dir / name, "a") as f:
+            for r in rows:
+                f.write(json.dumps(_jsonable(r)) + "\n")
+
+    def log(self, metrics: dict[str, Any], step: Optional[int] = None) -> None:
+        self._append(METRICS_JSONL, [metrics])
+        if self.wandb_run is not None:
+            flat = {k: v for k, v in _jsonable(metrics).items()
+                    if isinstance(v, (int, float)) and v is not None}
+            kind = metrics.get("kind", "epoch")
+            self.wandb_run.log({f"{kind}/{k}": v for k, v in flat.items()}, step=step)
+
+    def log_episodes(self, records: list[dict[str, Any]], epoch: int) -> None:
+        self._append(EPISODES_JSONL, [{"epoch": epoch, **r} for r in records])
+
+    def summary(self, values: dict[str, Any]) -> None:
+        if self.wandb_run is not None:
+            for k, v in _jsonable(values).items():
+                self.wandb_run.summary[k] = v
+
+    def finish(self) -> None:
+        if self.wandb_run is not None:
+            self.wandb_run.finish()
+            self.wandb_run = None
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def save_figures(run_dir: str | Path, history: list[dict[str, Any]],
+                 baseline: Optional[dict[str, Any]] = None,
+                 final: Optional[dict[str, Any]] = None) -> list[Path]:
+    """PNG figures from the epoch records (metrics.jsonl) and the baseline/final evaluations:
+    training_curves.png (reward and rules satisfied per epoch), success_rate.png, and
+    rule_pass_rates.png (per-rule pass rate, baseline vs trained, held-out games)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed; safe in tests and on servers
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    epochs = [r for r in history if r.get("kind") == "epoch"]
+    xs = [r["epoch"] for r in epochs]
+    out: list[Path] = []
+
+    def eval_lines(ax, key: str) -> None:
+        for label, res, style in (("baseline (held-out)", baseline, ":"),
+                                  ("final (held-out)", final, "--")):
+            if res is not None and key in res:
+                ax.axhline(res[key], linestyle=style, color="gray" if style == ":" else "black",
+                           label=label)
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, key, title in ((axes[0], "reward", "mean episode reward"),
+                           (axes[1], "rules_satisfied", "mean rules satisfied")):
+        ax.plot(xs, [r.get(f"rollout/{key}") for r in epochs], marker="o", ms=3, label="training")
+        eval_lines(ax, key)
+        ax.set_xlabel("epoch")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    out.append(run_dir / "training_curves.png")
+    fig.savefig(out[-1], dpi=100)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    ax.plot(xs, [r.get("rollout/success_rate") for r in epochs], marker="o", ms=3, label="training")
+    eval_lines(ax, "success_rate")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("epoch")
+    ax.set_title("success rate")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    out.append(run_dir / "success_rate.png")
+    fig.savefig(out[-1], dpi=100)
+    plt.close(fig)
+
+    if baseline is not None and final is not None:
+        base, fin = baseline["per_rule_pass_rate"], final["per_rule_pass_rate"]
+        n = len(base)
+        idx = list(range(n))
+        fig, ax = plt.subplots(figsize=(max(5, 0.45 * n + 2), 3.6))
+        ax.bar([i - 0.2 for i in idx], base, width=0.4, label="baseline")
+        ax.bar([i + 0.2 for i in idx], fin, width=0.4, label="trained")
+        ax.set_xticks(idx, [str(i + 1) for i in idx])
+        ax.set_xlabel("rule")
+        ax.set_ylim(0, 1.05)
+        ax.set_title("per-rule pass rate (held-out games)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        out.append(run_dir / "rule_pass_rates.png")
+        fig.savefig(out[-1], dpi=100)
+        plt.close(fig)
+    return out
+
+
+__all__ = ["EPISODES_JSONL", "METRICS_JSONL", "Tracker", "read_jsonl", "save_figures",
+           "truncate_jsonl"]

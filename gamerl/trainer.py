@@ -1,0 +1,524 @@
+"""PPO for multi-turn games, in the style of CleanRL's ppo.py: one readable loop.
+
+One epoch (``Trainer.train_epoch``) is three calls, each a plain function you can run by hand:
+
+    batch = collect(policy, reference, tokenizer, seeds, make_env, cfg)   # play, then score
+    adv_stats = compute_advantages(batch, cfg)                            # rewards -> advantages
+    upd_stats = ppo_update(policy, optimizer, batch, cfg)                 # clipped PPO steps
+
+``collect``: all episodes play in lockstep (rollout.py: one batched ``generate`` per turn); then
+one no-grad forward pass of the policy gives the old log-probs and values, and one of the frozen
+reference gives the reference log-probs, for every token. (The log-probs recorded while sampling
+are kept as ``gen_logprobs`` and only compared: the ratio's denominator must come from the same
+computation as its numerator, so the first minibatch sees a ratio of exactly 1.)
+
+Alignment: every per-token tensor is ``[B, T]`` with index t = token t. ``logprobs[:, t]`` is
+log pi(x_t | x_<t) (from the logits at t-1) and ``values[:, t]`` is V of the state before x_t
+(the hidden state at t-1), so the action x_t and the value of the state it was taken in share
+an index, which is what ``ppo.compute_gae`` expects. ``mask`` is 1 on policy tokens only.
+
+``compute_advantages``: env rewards (on each turn's last policy token) x ``reward_scale``;
+optionally minus ``kl_coef`` x KL(pi_old || pi_ref) on every policy token (the KL-in-reward way);
+token-level GAE skipping environment tokens (``ppo.compute_gae``), or GRPO group advantages;
+then whitening over the batch's policy tokens.
+
+``ppo_update``: ``ppo_epochs`` passes over shuffled minibatches of episodes: clipped policy loss
++ vf_coef x clipped value loss - entropy_coef x entropy (+ kl_coef x KL when KL is a loss term);
+gradient accumulation over micro-batches weighted so the minibatch is one token-mean; gradient
+clipping; a NaN/inf guard that skips the optimizer step (and says so) when the loss or the
+gradient norm is not finite.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from . import ppo
+from .checkpoint import (find_checkpoint, load_checkpoint_state, save_checkpoint,
+                         set_rng_state)
+from .config import TrainConfig
+from .evaluate import evaluate, format_table, local_env_factory, reference_rows
+from .models import PolicyWithValue, load_policy, load_reference, positions_from_mask
+from .rollout import (Episode, LMPolicy, RolloutConfig, TokenBatch, episodes_to_batch, rollout,
+                      summarize)
+from .tracking import EPISODES_JSONL, METRICS_JSONL, Tracker, read_jsonl, save_figures, truncate_jsonl
+from .warmstart import cached_warm_start, warm_start
+
+log = logging.getLogger("gamerl")
+
+
+# ----------------------------------------------------------------------------- forward passes
+
+
+def forward_policy(policy: PolicyWithValue, input_ids: torch.Tensor,
+                   attention_mask: torch.Tensor, temperature: float, with_entropy: bool = False,
+                   mask: Optional[torch.Tensor] = None):
+    """(logprobs [B,T], values [B,T], entropy [B,T] or None), aligned as the module says.
+
+    Logits are divided by the sampling temperature: the policy PPO optimises is the distribution
+    the rollouts sampled from (rollout.LMPolicy records log-probs the same way).
+
+    This is ``PolicyWithValue.forward`` with one saving: with ``mask`` given, the LM head (and
+    the log-softmax over the vocabulary) runs only at the positions whose next token is a policy
+    token; log-probs and entropy are 0 elsewhere. In multi-turn games most tokens are prompt and
+    feedback, so this skips most of the [B, T, vocab] logits (for Qwen3's 152k vocabulary, most
+    of the activation memory)."""
+    hidden = policy.lm.base_model(input_ids=input_ids, attention_mask=attention_mask,
+                                  position_ids=positions_from_mask(attention_mask),
+                                  use_cache=False).last_hidden_state
+    values = F.pad(policy.value_head(hidden)[:, :-1], (1, 0))  # V(state before token t)
+    head = policy.lm.get_output_embeddings()
+    prev, labels = hidden[:, :-1], input_ids[:, 1:]  # hidden at t-1 predicts token t
+    if mask is None:
+        logits = head(prev) / temperature
+        logprobs = F.pad(ppo.logprobs_from_logits(logits, labels), (1, 0))
+        entropy = F.pad(ppo.entropy_from_logits(logits), (1, 0)) if with_entropy else None
+        return logprobs, values, entropy
+    sel = mask[:, 1:].bool()
+    logits = head(prev[sel]).unsqueeze(0) / temperature  # [1, N, V], N = policy tokens
+    zeros = torch.zeros(sel.shape, dtype=torch.float32, device=sel.device)
+    # masked_scatter puts the N values back in place and keeps the autograd graph.
+    logprobs = F.pad(zeros.masked_scatter(sel, ppo.logprobs_from_logits(logits, labels[sel][None])[0]),
+                     (1, 0))
+    entropy = (F.pad(zeros.masked_scatter(sel, ppo.entropy_from_logits(logits)[0]), (1, 0))
+               if with_entropy else None)
+    return logprobs, values, entropy
+
+
+@torch.no_grad()
+def reference_logprobs(ref_lm, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                       temperature: float, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """log pi_ref(token t) for every t (or only where ``mask`` is 1, 0 elsewhere)."""
+    hidden = ref_lm.base_model(input_ids=input_ids, attention_mask=attention_mask,
+                               position_ids=positions_from_mask(attention_mask),
+                               use_cache=False).last_hidden_state[:, :-1]
+    labels = input_ids[:, 1:]
+    head = ref_lm.get_output_embeddings()
+    if mask is None:
+        return F.pad(ppo.logprobs_from_logits(head(hidden) / temperature, labels), (1, 0))
+    sel = mask[:, 1:].bool()
+    lp = ppo.logprobs_from_logits(head(hidden[sel]).unsqueeze(0) / temperature, labels[sel][None])[0]
+    return F.pad(torch.zeros(sel.shape, device=sel.device).masked_scatter(sel, lp), (1, 0))
+
+
+# ----------------------------------------------------------------------------- the batch
+
+
+@dataclass
+class PPOBatch:
+    """Everything PPO needs about one epoch's episodes; ``[B, T]`` tensors, right padded."""
+
+    episodes: list[Episode]
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    mask: torch.Tensor  # 1.0 on policy tokens
+    env_rewards: torch.Tensor  # the game's per-turn rewards, on each turn's last policy token
+    gen_logprobs: torch.Tensor  # recorded while sampling (diagnostic only)
+    old_logprobs: torch.Tensor  # pi_old, recomputed by a forward pass (the ratio's denominator)
+    old_values: torch.Tensor  # V_old (the critic at collection time)
+    ref_logprobs: torch.Tensor  # pi_ref, the frozen reference
+    group_ids: torch.Tensor  # [B] which game seed (GRPO groups)
+    rewards: Optional[torch.Tensor] = None  # token rewards used for GAE (scaled, - KL)
+    advantages: Optional[torch.Tensor] = None
+    returns: Optional[torch.Tensor] = None
+    rollout_seconds: float = 0.0
+    score_seconds: float = 0.0
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    def rows(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The tensors of rows ``idx``, cut to the longest of them (right padding is waste)."""
+        width = int(self.attention_mask[idx].sum(-1).max())
+        names = ("input_ids", "attention_mask", "mask", "old_logprobs", "old_values",
+                 "ref_logprobs", "advantages", "returns")
+        return {n: getattr(self, n)[idx, :width] for n in names}
+
+
+def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[int],
+            make_env: Callable[[], Any], cfg: TrainConfig) -> PPOBatch:
+    """Play one episode per seed with the current policy, then score every token."""
+    t0 = time.time()
+    rcfg = RolloutConfig.from_train_config(cfg)
+    episodes = rollout(LMPolicy(policy.lm, tokenizer, rcfg), tokenizer, seeds, make_env, rcfg)
+    t1 = time.time()
+    tb: TokenBatch = episodes_to_batch(episodes, tokenizer.pad_token_id).to(policy.device)
+    old_logprobs, old_values, ref_logprobs = [], [], []
+    was_training = policy.training
+    policy.eval()
+    with torch.no_grad():
+        for s in range(0, len(episodes), cfg.score_batch_size):
+            rows = slice(s, s + cfg.score_batch_size)
+            ids, am, m = tb.input_ids[rows], tb.attention_mask[rows], tb.mask[rows]
+            lp, v, _ = forward_policy(policy, ids, am, cfg.temperature, mask=m)
+            old_logprobs.append(lp)
+            old_values.append(v)
+            ref_logprobs.append(reference_logprobs(reference, ids, am, cfg.temperature, mask=m))
+    policy.train(was_training)
+    return PPOBatch(
+        episodes=episodes, input_ids=tb.input_ids, attention_mask=tb.attention_mask,
+        mask=tb.mask, env_rewards=tb.rewards, gen_logprobs=tb.gen_logprobs,
+        old_logprobs=torch.cat(old_logprobs).float(), old_values=torch.cat(old_values).float(),
+        ref_logprobs=torch.cat(ref_logprobs).float(),
+        group_ids=torch.tensor(seeds, device=policy.device),
+        rollout_seconds=t1 - t0, score_seconds=time.time() - t1)
+
+
+# ----------------------------------------------------------------------------- advantages
+
+
+@torch.no_grad()
+def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
+    """Fill ``batch.rewards/advantages/returns``; return statistics for the log."""
+    mask = batch.mask
+    kl = ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator)
+    kl = torch.where(mask.bool(), kl, torch.zeros_like(kl))
+    rewards = batch.env_rewards * cfg.reward_scale
+    kl_in_reward = cfg.kl_in_reward and cfg.advantage_estimator == "gae"
+    if kl_in_reward and cfg.kl_coef:
+        rewards = rewards - cfg.kl_coef * kl  # on policy tokens only (kl is 0 elsewhere)
+    if cfg.advantage_estimator == "gae":
+        advantages, returns = ppo.compute_gae(rewards, batch.old_values, mask, cfg.gamma, cfg.lam)
+    else:  # GRPO: the episode's (scaled) return against the other plays of the same game
+        scores = rewards.sum(-1)
+        advantages = ppo.compute_grpo_advantages(scores, batch.group_ids, mask)
+        returns = torch.where(mask.bool(), advantages + batch.old_values, torch.zeros_like(advantages))
+    raw = advantages
+    if cfg.whiten_advantages:
+        advantages = ppo.masked_whiten(advantages, mask)
+    batch.rewards, batch.advantages, batch.returns = rewards, advantages, returns
+    m = mask.bool()
+    return {
+        "kl_ref": float(ppo.masked_mean(kl, mask)),  # KL(pi_old || pi_ref) per policy token
+        "kl_ref_k3": float(ppo.masked_mean(ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, "k3"), mask)),
+        "advantage_mean_raw": float(ppo.masked_mean(raw, mask)),
+        "return_mean": float(ppo.masked_mean(returns, mask)),
+        "value_mean": float(ppo.masked_mean(batch.old_values, mask)),
+        "explained_variance": ppo.explained_variance(batch.old_values, returns, mask),
+        # sampling-time vs recomputed log-probs: large gaps mean inference/training numerics differ
+        "gen_logprob_max_abs_diff": float((batch.gen_logprobs[m] - batch.old_logprobs[m]).abs().max())
+        if m.any() else 0.0,
+    }
+
+
+# ----------------------------------------------------------------------------- the update
+
+
+def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch: PPOBatch,
+               cfg: TrainConfig) -> dict[str, float]:
+    """``ppo_epochs`` x minibatches of clipped PPO on one batch. Returns averaged diagnostics."""
+    policy.train()
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    use_critic = cfg.advantage_estimator == "gae"
+    kl_loss = cfg.kl_coef > 0 and not (cfg.kl_in_reward and cfg.advantage_estimator == "gae")
+    with_entropy = True  # logged always; it costs one softmax over the vocab per token
+    stats: dict[str, list[float]] = defaultdict(list)
+    skipped, steps, tokens_seen = 0, 0, 0
+    t0 = time.time()
+    n = len(batch)
+    for ppo_epoch in range(cfg.ppo_epochs):
+        epoch_kl = []
+        order = torch.randperm(n)
+        for start in range(0, n, cfg.minibatch_size):
+            rows = order[start:start + cfg.minibatch_size]
+            mb_tokens = batch.mask[rows].sum().clamp(min=1)
+            micro = cfg.micro_batch_size or len(rows)
+            optimizer.zero_grad(set_to_none=True)
+            finite = True
+            for ms in range(0, len(rows), micro):
+                mb = batch.rows(rows[ms:ms + micro])
+                logprobs, values, entropy = forward_policy(
+                    policy, mb["input_ids"], mb["attention_mask"], cfg.temperature, with_entropy,
+                    mask=mb["mask"])
+                pg = ppo.ppo_policy_loss(logprobs, mb["old_logprobs"], mb["advantages"], mb["mask"],
+                                         cfg.clip_range, loss_agg=cfg.loss_agg)
+                v_loss, v_clip = ppo.ppo_value_loss(values, mb["old_values"], mb["returns"],
+                                                    mb["mask"], cfg.value_clip_range)
+                ent = ppo.masked_mean(entropy, mb["mask"])
+                loss = pg.loss - cfg.entropy_coef * ent
+                if use_critic:
+                    loss = loss + cfg.vf_coef * v_loss
+                kl = ppo.masked_mean(ppo.kl_penalty(logprobs, mb["ref_logprobs"], cfg.kl_estimator),
+                                     mb["mask"])
+                if kl_loss:
+                    loss = loss + cfg.kl_coef * kl
+                if not ppo.all_finite(loss):  # the NaN guard, part 1: never backprop a nan
+                    finite = False
+                    break
+                # Weight each micro-batch by its share of the minibatch, so the accumulated
+                # gradient is that of one loss over the whole minibatch (token- or episode-mean).
+                weight = (mb["mask"].sum() / mb_tokens if cfg.loss_agg == "token-mean"
+                          else torch.tensor(len(mb["input_ids"]) / len(rows)))
+                (loss * weight).backward()
+                tokens_seen += int(mb["attention_mask"].sum())
+                for k, v in (("policy_loss", pg.loss), ("value_loss", v_loss), ("entropy", ent),
+                             ("approx_kl", pg.approx_kl), ("clip_fraction", pg.clip_fraction),
+                             ("ratio_mean", pg.ratio_mean), ("value_clip_fraction", v_clip),
+                             ("kl_ref_update", kl), ("loss", loss)):
+                    stats[k].append(float(v.detach()) if torch.is_tensor(v) else float(v))
+                epoch_kl.append(float(pg.approx_kl))
+            grad_norm = (float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+                         if finite else math.nan)
+            if not finite or not math.isfinite(grad_norm):  # the NaN guard, part 2
+                optimizer.zero_grad(set_to_none=True)
+                skipped += 1
+                log.warning("skipped update (PPO epoch %d, minibatch %d): non-finite %s; "
+                            "parameters unchanged", ppo_epoch, start // cfg.minibatch_size,
+                            "loss" if not finite else "gradient norm")
+                continue
+            optimizer.step()
+            steps += 1
+            stats["grad_norm"].append(grad_norm)
+        # CleanRL's early stop: the policy moved too far from the one that collected the data.
+        if cfg.target_kl is not None and epoch_kl and np.mean(epoch_kl) > cfg.target_kl:
+            stats["early_stop_epoch"].append(ppo_epoch)
+            break
+    seconds = time.time() - t0
+    out = {k: float(np.nanmean(v)) for k, v in stats.items() if v}
+    out.update(skipped_updates=skipped, optimizer_steps=steps, update_seconds=seconds,
+               update_tokens_per_s=tokens_seen / max(seconds, 1e-9))
+    return out
+
+
+# ----------------------------------------------------------------------------- setup helpers
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def resolve_dtype(cfg: TrainConfig) -> Optional[torch.dtype]:
+    return {None: None, "float32": torch.float32, "bfloat16": torch.bfloat16,
+            "float16": torch.float16}[cfg.dtype]
+
+
+def make_optimizer(policy: PolicyWithValue, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW with two groups: the LM at ``lr`` and the value head at ``value_head_lr``."""
+    head = list(policy.value_head.parameters())
+    head_ids = {id(p) for p in head}
+    lm = [p for p in policy.parameters() if id(p) not in head_ids and p.requires_grad]
+    return torch.optim.AdamW([{"params": lm, "lr": cfg.lr},
+                              {"params": head, "lr": cfg.value_head_lr}],
+                             weight_decay=cfg.weight_decay, eps=cfg.adam_eps)
+
+
+def epoch_seeds(cfg: TrainConfig, epoch: int) -> list[int]:
+    """The training games of an epoch: a pure function of (seed, epoch), so a resumed run plays
+    the same games. With GRPO each game is played group_size times."""
+    rng = random.Random(f"{cfg.seed}:{epoch}")
+    seeds = cfg.train_seeds()
+    if cfg.advantage_estimator == "grpo":
+        games = [seeds[rng.randrange(len(seeds))] for _ in range(cfg.episodes_per_epoch // cfg.group_size)]
+        return [g for g in games for _ in range(cfg.group_size)]
+    return [seeds[rng.randrange(len(seeds))] for _ in range(cfg.episodes_per_epoch)]
+
+
+def default_run_dir(cfg: TrainConfig) -> Path:
+    return Path("checkpoints") / f"{cfg.preset or 'run'}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+# ----------------------------------------------------------------------------- the trainer
+
+
+@dataclass
+class TrainerState:
+    epoch: int = 0  # finished epochs (the resume point)
+    best_reward: float = -math.inf
+    best_epoch: int = -1
+    skipped_updates: int = 0
+    wandb_id: Optional[str] = None
+
+
+class Trainer:
+    """Composes warm start, baseline evaluation, the PPO loop, checkpoints, logging and figures.
+
+        trainer = Trainer(get_config("tiny"), run_dir="checkpoints/demo")
+        summary = trainer.train()            # baseline eval, epochs, final eval, summary.json
+
+    ``resume=True`` continues from ``run_dir/last`` (model, value head, optimizer, RNG, counters)
+    with ``cfg`` as given (the CLI passes the run's own config.json plus explicit overrides, such
+    as more epochs); fields that differ from the checkpoint's config are logged.
+    """
+
+    def __init__(self, cfg: TrainConfig, run_dir: str | Path | None = None, *, resume: bool = False,
+                 make_env: Optional[Callable[[], Any]] = None):
+        # transformers draws a progress bar for every save/load; with a checkpoint per epoch they
+        # would bury our own bars (tqdm, per epoch) and the log.
+        from transformers.utils import logging as hf_logging
+        hf_logging.disable_progress_bar()
+
+        self.cfg = cfg
+        self.run_dir = Path(run_dir or cfg.out_dir or default_run_dir(cfg))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.make_env = make_env or local_env_factory(cfg)
+        self.state = TrainerState()
+        last = find_checkpoint(self.run_dir / "last")
+        if last is not None and not resume:
+            raise FileExistsError(f"{self.run_dir} already holds a checkpoint ({last}): resume "
+                                  "it (--resume) or choose another run directory (--out)")
+        if resume and last is None:
+            log.warning("resume: no checkpoint in %s; starting from scratch", self.run_dir / "last")
+        if last is None:  # a fresh run: no logs or baseline from an earlier attempt
+            for name in (METRICS_JSONL, EPISODES_JSONL, "baseline.json", "summary.json"):
+                (self.run_dir / name).unlink(missing_ok=True)
+        cfg.save(self.run_dir / "config.json")
+        seed_everything(cfg.seed)
+        device = torch.device(cfg.device) if cfg.device else None
+        dtype = resolve_dtype(cfg)
+
+        # The initial policy: the warm-started model (cached in the run dir) or the model itself.
+        init, self.warmstart_stats = cfg.model, None
+        if cfg.warmstart:
+            ws_dir = self.run_dir / "warmstart"
+            self.warmstart_stats = cached_warm_start(cfg, ws_dir)
+            if self.warmstart_stats is None:
+                lm, tok = load_policy(cfg.model, device=device, dtype=dtype,
+                                      attn_implementation=cfg.attn_implementation)
+                self.warmstart_stats = warm_start(lm, tok, cfg, ws_dir, progress=cfg.progress)
+                del lm
+            init = str(ws_dir)
+        lm, self.tokenizer = load_policy(init, device=device, dtype=dtype,
+                                         gradient_checkpointing=cfg.gradient_checkpointing,
+                                         attn_implementation=cfg.attn_implementation)
+        # The reference is the policy PPO starts from, frozen: KL measures drift from it.
+        self.reference = load_reference(lm)
+        if last is None:
+            self.policy = PolicyWithValue(lm)
+        else:
+            del lm
+            self.policy = PolicyWithValue.load(last, device=self.reference.device,
+                                               dtype=self.reference.dtype,
+                                               attn_implementation=cfg.attn_implementation)
+            if cfg.gradient_checkpointing:
+                self.policy.lm.gradient_checkpointing_enable(
+                    gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.optimizer = make_optimizer(self.policy, cfg)
+
+        if last is not None:
+            saved = load_checkpoint_state(last)
+            changed = {k: (v, getattr(cfg, k)) for k, v in saved["train_config"].items()
+                       if hasattr(cfg, k) and getattr(cfg, k) != v}
+            if changed:
+                log.info("resume: config differs from the checkpoint's: %s", changed)
+            if "optimizer" in saved:
+                self.optimizer.load_state_dict(saved["optimizer"])
+            self.state = TrainerState(**{k: v for k, v in saved["state"].items()
+                                         if k in TrainerState.__dataclass_fields__})
+            set_rng_state(saved["rng"])
+            for name in (METRICS_JSONL, EPISODES_JSONL):  # forget epochs the kill interrupted
+                truncate_jsonl(self.run_dir / name, self.state.epoch - 1)
+            print(f"resumed from {last}: continuing at epoch {self.state.epoch} of {cfg.epochs}",
+                  flush=True)
+        baseline_file = self.run_dir / "baseline.json"
+        self.baseline = json.loads(baseline_file.read_text()) if baseline_file.exists() else None
+        self.tracker = Tracker(self.run_dir, cfg.to_dict(), mode=cfg.wandb_mode,
+                               project=cfg.wandb_project, run_id=self.state.wandb_id,
+                               name=self.run_dir.name)
+        self.state.wandb_id = self.tracker.run_id
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, n: Optional[int] = None, greedy: bool = False) -> dict[str, Any]:
+        return evaluate(self.policy.lm, self.tokenizer, self.cfg.eval_seeds(n), self.cfg,
+                        greedy=greedy, make_env=self.make_env, sample_seed=self.cfg.seed + 1234)
+
+    # ------------------------------------------------------------------ one epoch
+    def train_epoch(self, epoch: int) -> dict[str, Any]:
+        """Collect, compute advantages, update: the PPO loop body."""
+        cfg = self.cfg
+        batch = collect(self.policy, self.reference, self.tokenizer, epoch_seeds(cfg, epoch),
+                        self.make_env, cfg)
+        adv_stats = compute_advantages(batch, cfg)
+        upd_stats = ppo_update(self.policy, self.optimizer, batch, cfg)
+
+        roll = summarize(batch.episodes)
+        policy_tokens = float(batch.mask.sum())
+        metrics = {"kind": "epoch", "epoch": epoch,
+                   **{f"rollout/{k}": v for k, v in roll.items()},
+                   **{f"adv/{k}": v for k, v in adv_stats.items()},
+                   **{f"update/{k}": v for k, v in upd_stats.items()},
+                   "perf/rollout_seconds": batch.rollout_seconds,
+                   "perf/rollout_tokens_per_s": policy_tokens / max(batch.rollout_seconds, 1e-9),
+                   "perf/score_seconds": batch.score_seconds}
+        self.tracker.log_episodes([ep.record() for ep in batch.episodes], epoch)
+        return metrics
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, name: str, metrics: Optional[dict[str, Any]] = None) -> Path:
+        return save_checkpoint(self.run_dir / name, self.policy, self.tokenizer, self.optimizer,
+                               asdict(self.state), self.cfg.to_dict(), metrics)
+
+    # ------------------------------------------------------------------ the whole run
+    def train(self) -> dict[str, Any]:
+        cfg, t_start = self.cfg, time.time()
+        if self.baseline is None:  # measured once, after the warm start and before any PPO
+            self.baseline = self.evaluate()
+            (self.run_dir / "baseline.json").write_text(json.dumps(self.baseline, indent=2) + "\n")
+            self.tracker.log({"kind": "eval", "epoch": -1, "name": "baseline",
+                              **{k: v for k, v in self.baseline.items() if k != "per_rule_pass_rate"}},
+                             step=0)
+        bar = tqdm(range(self.state.epoch, cfg.epochs), desc="PPO", disable=not cfg.progress,
+                   initial=self.state.epoch, total=cfg.epochs)
+        for epoch in bar:
+            metrics = self.train_epoch(epoch)
+            self.state.epoch = epoch + 1
+            self.state.skipped_updates += int(metrics["update/skipped_updates"])
+            metrics["update/skipped_updates_total"] = self.state.skipped_updates
+            if cfg.eval_every and (epoch + 1) % cfg.eval_every == 0 and epoch + 1 < cfg.epochs:
+                ev = self.evaluate()
+                metrics.update({f"eval/{k}": v for k, v in ev.items() if k != "per_rule_pass_rate"})
+            # best/: the highest held-out reward when evaluating during training, else the
+            # highest training-batch reward (free, noisier).
+            score = metrics.get("eval/reward", metrics["rollout/reward"])
+            self.tracker.log(metrics, step=epoch + 1)
+            if score > self.state.best_reward:
+                self.state.best_reward, self.state.best_epoch = score, epoch
+                self.save("best", metrics)
+            if (epoch + 1) % cfg.save_every == 0 or epoch + 1 == cfg.epochs:
+                self.save("last", metrics)
+            bar.set_postfix(reward=f"{metrics['rollout/reward']:.2f}",
+                            rules=f"{metrics['rollout/rules_satisfied']:.2f}",
+                            success=f"{metrics['rollout/success_rate']:.0%}",
+                            kl=f"{metrics['adv/kl_ref']:.3f}")
+
+        final = self.evaluate()
+        refs = reference_rows(self.tokenizer, cfg.eval_seeds(), cfg, self.make_env)
+        rows = {"baseline": self.baseline, "final": final, **refs}
+        summary = {"config": cfg.to_dict(), "run_dir": str(self.run_dir),
+                   "baseline": self.baseline, "final": final, "solver": refs["solver"],
+                   "random": refs["random"], "eval_seeds": [cfg.eval_seed_start,
+                                                           cfg.eval_seed_start + cfg.eval_episodes],
+                   "epochs": self.state.epoch, "best_epoch": self.state.best_epoch,
+                   "skipped_updates": self.state.skipped_updates,
+                   "warmstart": self.warmstart_stats,
+                   "train_seconds_this_process": time.time() - t_start}
+        self.tracker.log({"kind": "eval", "epoch": self.state.epoch, "name": "final",
+                          **{k: v for k, v in final.items() if k != "per_rule_pass_rate"}},
+                         step=self.state.epoch + 1)
+        summary["figures"] = [p.name for p in save_figures(
+            self.run_dir, read_jsonl(self.run_dir / METRICS_JSONL), self.baseline, final)]
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        self.tracker.summary({f"final/{k}": v for k, v in final.items() if k != "per_rule_pass_rate"})
+        self.tracker.finish()
+        summary["table"] = format_table(rows)
+        return summary
+
+
+__all__ = ["PPOBatch", "Trainer", "TrainerState", "collect", "compute_advantages",
+           "epoch_seeds", "forward_policy", "make_optimizer", "ppo_update", "reference_logprobs",
+           "seed_everything"]

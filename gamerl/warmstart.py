@@ -1,0 +1,176 @@
+"""Warm start: a short supervised fine-tune (SFT) on demonstrations, so RL has something to improve.
+
+The embedded ``tiny`` model starts from random weights: it would never produce a password-shaped
+answer, let alone close its turn with <|im_end|>, and PPO would have no signal. So before PPO we
+teach it the *format* with demonstrations:
+
+* demonstrations are whole episodes on training seeds, played through ``rollout`` against the
+  real game, so every prompt is rendered exactly as in PPO (system prompt + first observation,
+  then the feedback messages of later turns);
+* every answer is a *stage-appropriate* password, closed with <|im_end|>. The first observation
+  shows only rule 1 (at least 5 characters), so a demonstration must satisfy that and nothing
+  more; later answers are drawn the same way and ignore the feedback. Each
+  ingredient that a later rule of the configured game wants (a digit, an uppercase letter, a
+  special character, digits summing to 25, a month, ...) is added independently with probability
+  ``warmstart_extra_prob``. The demonstrations are therefore diverse and mostly incomplete: the
+  warm-started policy sometimes stumbles on a good password, and RL must find out which
+  ingredients the rules reward. (Demonstrations from the solver would leave RL nothing to do.)
+* loss only on the answer tokens (prompt and feedback are context, not something to imitate).
+
+The result is cached in ``<run_dir>/warmstart`` with a marker of the settings that made it; a
+second run (or a resumed one) with the same settings loads it instead of training again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+import torch.nn.functional as F
+
+from .checkpoint import atomic_write_dir
+
+log = logging.getLogger("gamerl")
+
+MARKER = "warmstart.json"
+WORDS = ("garden", "sunset", "planet", "forest", "silver", "rocket", "candle", "breeze", "harbor",
+         "meadow", "puzzle", "window", "bottle", "falcon", "pencil", "orange", "tunnel", "basket",
+         "guitar", "pepper")
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
+          "october", "november", "december")
+SPONSORS = ("pepsi", "starbucks", "shell")
+SPECIALS = "!@#$%&?-_.+=~^"  # never '*' (markup) or '\\'
+# Digit runs that sum to 25, the kind a person knows by heart. With random compositions instead,
+# RL must learn digit arithmetic from a sparse reward, far beyond a few CPU minutes for tiny.
+SUM25_RUNS = ("997", "889", "1996", "4759", "2788")
+
+
+def demo_password(rng: random.Random, num_rules: int, p: float) -> str:
+    """A password with at least 5 characters; each later rule's ingredient with probability p.
+
+    Only ingredients of rules inside the game (ids < num_rules) are used. Rule ids: 1 number,
+    2 uppercase, 3 special character, 4 digits sum to 25, 5 month, 6 Roman numeral,
+    7 sponsor (8 and beyond need more than an ingredient and are left to RL).
+    """
+    use = lambda rule: rule < num_rules and rng.random() < p  # noqa: E731
+    upper = use(2)
+    word = rng.choice(WORDS)
+    parts = [word.capitalize() if upper else word]
+    if use(5):
+        month = rng.choice(MONTHS)
+        parts.append(month.capitalize() if upper else month)
+    if use(7):
+        parts.append(rng.choice(SPONSORS))
+    if use(6):
+        parts.append(rng.choice(("XXXV", "VII", "V")))
+    if use(1):
+        if use(4):
+            parts.append(rng.choice(SUM25_RUNS))
+        else:
+            parts.append("".join(str(rng.randint(0, 9)) for _ in range(rng.randint(1, 3))))
+    if use(3):
+        parts.append(rng.choice(SPECIALS))
+    return " ".join(parts)
+
+
+def demonstrations(cfg, tokenizer, seed: int) -> list[tuple[list[int], list[int]]]:
+    """``warmstart_examples`` demonstration episodes on training seeds, as (token_ids, mask).
+
+    They are played through ``rollout`` by a scripted policy that answers every turn with a fresh
+    ``demo_password``, against the real game: so later turns see exactly the feedback messages a
+    rollout shows, and the model learns to answer them in the same format (mask 1 = answer
+    tokens, the only ones with a loss)."""
+    from .evaluate import local_env_factory
+    from .rollout import RolloutConfig, ScriptedPolicy, rollout
+
+    rng = random.Random(seed)
+    seeds = cfg.train_seeds()
+    games = [seeds[rng.randrange(len(seeds))] for _ in range(cfg.warmstart_examples)]
+    demo = ScriptedPolicy(tokenizer, lambda ep: demo_password(rng, cfg.num_rules,
+                                                              cfg.warmstart_extra_prob))
+    episodes = rollout(demo, tokenizer, games, local_env_factory(cfg),
+                       RolloutConfig.from_train_config(cfg))
+    return [(ep.token_ids, ep.policy_mask) for ep in episodes]
+
+
+def sft_loss(lm, batch: list[tuple[list[int], list[int]]], pad_id: int) -> torch.Tensor:
+    """Mean cross-entropy over the answer tokens (mask 1) of a batch (right padding)."""
+    device = lm.device
+    width = max(len(ids) for ids, _ in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    labels = torch.full_like(ids, -100)  # -100: ignored by cross_entropy
+    for i, (seq, mask) in enumerate(batch):
+        t = torch.tensor(seq)
+        ids[i, :len(seq)] = t
+        attn[i, :len(seq)] = 1
+        labels[i, :len(seq)] = torch.where(torch.tensor(mask, dtype=torch.bool), t, -100)
+    ids, attn, labels = ids.to(device), attn.to(device), labels.to(device)
+    hidden = lm.base_model(input_ids=ids, attention_mask=attn).last_hidden_state[:, :-1]
+    sel = labels[:, 1:] != -100  # the LM head only where there is a label (answers are short)
+    logits = lm.get_output_embeddings()(hidden[sel]).float()
+    return F.cross_entropy(logits, labels[:, 1:][sel])
+
+
+def _marker(cfg) -> dict[str, Any]:
+    keys = ("model", "seed", "num_rules", "max_steps", "system_prompt", "warmstart_examples",
+            "warmstart_steps", "warmstart_batch_size", "warmstart_lr", "warmstart_extra_prob",
+            "train_seed_start", "train_seed_count")
+    return {k: getattr(cfg, k) for k in keys}
+
+
+def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) -> dict[str, Any]:
+    """Fine-tune ``lm`` in place on demonstrations and save it to ``out_dir`` (atomically).
+    Returns {"loss_first", "loss_last", "seconds", "steps"}."""
+    from tqdm.auto import tqdm
+
+    t0 = time.time()
+    examples = demonstrations(cfg, tokenizer, seed=cfg.seed)
+    rng = random.Random(cfg.seed + 1)
+    optimizer = torch.optim.AdamW(lm.parameters(), lr=cfg.warmstart_lr, weight_decay=0.0)
+    lm.train()
+    losses = []
+    bar = tqdm(range(cfg.warmstart_steps), desc="warm start (SFT)", disable=not progress, mininterval=1.0,
+               leave=False)
+    for _ in bar:
+        batch = rng.sample(examples, min(cfg.warmstart_batch_size, len(examples)))
+        loss = sft_loss(lm, batch, tokenizer.pad_token_id)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(lm.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    lm.eval()
+    k = max(1, min(10, len(losses)))
+    stats = {"loss_first": sum(losses[:k]) / k, "loss_last": sum(losses[-k:]) / k,
+             "seconds": time.time() - t0, "steps": len(losses)}
+
+    def write(tmp: Path) -> None:
+        lm.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / MARKER).write_text(json.dumps({"settings": _marker(cfg), "stats": stats},
+                                             indent=2, sort_keys=True) + "\n")
+
+    atomic_write_dir(out_dir, write)
+    log.info("warm start: %d steps in %.1fs, loss %.3f -> %.3f", stats["steps"], stats["seconds"],
+             stats["loss_first"], stats["loss_last"])
+    return stats
+
+
+def cached_warm_start(cfg, out_dir: str | Path) -> Optional[dict[str, Any]]:
+    """The stats of a finished warm start in ``out_dir`` made with the same settings, else None."""
+    try:
+        data = json.loads((Path(out_dir) / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return data["stats"] if data.get("settings") == _marker(cfg) else None
+
+
+__all__ = ["SUM25_RUNS", "cached_warm_start", "demo_password", "demonstrations",
+           "sft_loss", "warm_start"]

@@ -1,0 +1,280 @@
+"""gamerl.rollout: batched multi-turn rollouts, masks, rewards, log-probs, password extraction.
+
+CPU only, the tiny model built in a temporary directory; nothing touches the Hugging Face hub.
+"""
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import pytest
+import torch
+
+from gamerl.models import IM_END, PolicyWithValue, build_tiny, chat_prompt, load_policy
+from gamerl.rollout import (Answer, LMPolicy, RolloutConfig, ScriptedPolicy, encode,
+                            episodes_to_batch, extract_password, feedback_message, first_messages,
+                            rollout)
+from gamerl.trainer import forward_policy
+from tasks.password_game import GameConfig, LocalPasswordGameEnv
+
+SYSTEM = "Reply with your next password only, on one line."
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = build_tiny(tmp_path_factory.mktemp("rollout") / "tiny")
+    return load_policy(str(path), device="cpu")
+
+
+def env_factory(num_rules=6, max_steps=3):
+    game = GameConfig(max_steps=max_steps, num_rules=num_rules)
+    return lambda: LocalPasswordGameEnv(game)
+
+
+def rcfg(**kw):
+    base = dict(max_turns=3, max_new_tokens=12, temperature=0.7, top_p=0.9, top_k=50,
+                max_context_tokens=4096, system_prompt=SYSTEM)
+    return RolloutConfig(**{**base, **kw})
+
+
+# ----------------------------------------------------------------------------- extraction
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("Hello1!", "Hello1!"),
+    ("  Hello1!  \nsecond line", "Hello1!"),
+    ("\n\nfirst non-empty\n", "first non-empty"),
+    ("<think>\nlet me think: Password: wrong\n</think>\n\nRight99!", "Right99!"),
+    ("<think>never closed Password: nope", ""),
+    ("reasoning that leaked</think>final", "final"),
+    ("I think so.\nPassword: `Sun5!`", "Sun5!"),
+    ("Password: first\nthen PASSWORD:  \"second?\"", "second?"),
+    ("password:\n\n  'on the next line'  ", "on the next line"),
+    ("```\nCode99!\n```", "Code99!"),
+    ("```text\nFenced#1\n```", "Fenced#1"),
+    ("`\"nested\"`", "nested"),
+    ("\u201cSmart quotes1!\u201d", "Smart quotes1!"),
+    ("**H**ello *i*talic", "**H**ello *i*talic"),  # markup is part of the password
+    ("'unbalanced", "'unbalanced"),
+    ("", ""),
+    ("   \n \n", ""),
+    ("Password:", ""),
+    ("\"\"", ""),
+])
+def test_extract_password(answer, expected):
+    assert extract_password(answer) == expected
+
+
+def test_answer_without_password_is_a_valid_bad_move(tiny):
+    _, tok = tiny
+    answers = iter(["", "<think>only thinking", "Password:", "Hello1!"])
+    policy = ScriptedPolicy(tok, lambda ep: next(answers))
+    eps = rollout(policy, tok, [5], env_factory(max_steps=4), rcfg(max_turns=4))
+    (ep,) = eps
+    assert [t.password for t in ep.turns] == ["", "", "", "Hello1!"]
+    assert [t.rules_satisfied for t in ep.turns][:3] == [0, 0, 0]  # empty breaks rule 1
+    assert ep.turns[3].rules_satisfied >= 4
+    assert all(t.n_tokens >= 1 for t in ep.turns)  # every turn still holds its <|im_end|>
+
+
+# ----------------------------------------------------------------------------- batching
+
+
+def test_one_generate_call_per_turn_for_all_live_episodes(tiny):
+    lm, tok = tiny
+    calls = []
+    real_generate = lm.generate
+
+    def counting_generate(*args, **kwargs):
+        calls.append(kwargs["input_ids"].shape[0])
+        return real_generate(*args, **kwargs)
+
+    lm.generate = counting_generate
+    try:
+        torch.manual_seed(0)
+        # num_rules=2 (>= 5 characters, a digit): the random model's answers win or not by
+        # chance, so episodes end at different turns and the live batch shrinks.
+        seeds = list(range(12))
+        eps = rollout(LMPolicy(lm, tok, rcfg()), tok, seeds, env_factory(num_rules=2), rcfg())
+    finally:
+        del lm.generate
+    turns_played = max(len(ep.turns) for ep in eps)
+    assert len(calls) == turns_played  # one call per turn, never one per episode
+    for t, batch in enumerate(calls):  # each call held exactly the episodes still playing
+        assert batch == sum(len(ep.turns) > t for ep in eps)
+    print("live episodes per generate call:", calls)
+    assert calls[0] == len(seeds) and calls == sorted(calls, reverse=True)
+    assert len(set(calls)) > 1, "every episode ended at the same turn: batch shrinking untested"
+
+
+def test_left_padding_handles_different_context_lengths(tiny):
+    """Episodes whose conversations differ in length (one won, others got feedback) are
+    generated together; log-probs stay exact, which needs correct left padding and positions."""
+    lm, tok = tiny
+    torch.manual_seed(1)
+    policy = LMPolicy(lm, tok, rcfg())
+    contexts = [encode(tok, chat_prompt(tok, [{"role": "user", "content": "x" * n}]))
+                for n in (1, 40, 200)]
+    answers = policy(contexts, [None] * 3)
+    assert len({len(c) for c in contexts}) == 3
+    for ctx, ans in zip(contexts, answers):
+        ids = torch.tensor([ctx + ans.token_ids])
+        lp, _, _ = forward_policy(PolicyWithValue(lm), ids, torch.ones_like(ids), 0.7)
+        fresh = lp[0, len(ctx):]
+        assert torch.allclose(fresh, torch.tensor(ans.logprobs), atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- sequences
+
+
+@pytest.fixture(scope="module")
+def episodes(tiny):
+    lm, tok = tiny
+    torch.manual_seed(0)
+    return rollout(LMPolicy(lm, tok, rcfg()), tok, list(range(6)), env_factory(), rcfg())
+
+
+def test_masks_rewards_and_turn_structure(tiny, episodes):
+    _, tok = tiny
+    im_end = tok.convert_tokens_to_ids(IM_END)
+    for ep in episodes:
+        n = len(ep.token_ids)
+        assert len(ep.policy_mask) == len(ep.rewards) == len(ep.gen_logprobs) == n
+        # the prompt is exactly the chat-template rendering of system + first observation
+        env = env_factory()()
+        prompt = chat_prompt(tok, first_messages(env.reset(ep.seed), SYSTEM))
+        assert ep.token_ids[:ep.prompt_len] == encode(tok, prompt)
+        assert tok.decode(ep.token_ids[:ep.prompt_len]).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+        expected_mask = [0] * n
+        expected_rewards = [0.0] * n
+        for turn in ep.turns:  # answers are contiguous runs of policy tokens
+            first = turn.last_token - turn.n_tokens + 1
+            for i in range(first, turn.last_token + 1):
+                expected_mask[i] = 1
+            expected_rewards[turn.last_token] = turn.reward
+        assert ep.policy_mask == expected_mask  # env/prompt tokens 0, answers 1
+        assert ep.rewards == pytest.approx(expected_rewards)  # reward on each turn's last token
+        assert sum(ep.rewards) == pytest.approx(ep.total_reward)
+        for prev, nxt in zip(ep.turns, ep.turns[1:]):  # env tokens in between: the feedback
+            between = tok.decode(ep.token_ids[prev.last_token + 1: nxt.last_token - nxt.n_tokens + 1])
+            assert "<|im_start|>user\nTurn " in between
+            assert between.rstrip().endswith("<|im_start|>assistant\n<think>\n\n</think>")
+            if ep.token_ids[prev.last_token] != im_end:  # the env closes an unclosed answer
+                assert between.startswith(IM_END)
+        # a later turn's user message is compact: never the full instructions again
+        assert tok.decode(ep.token_ids).count("You are playing the Password Game. Write") == 1
+
+
+def test_generation_logprobs_match_fresh_forward_pass(tiny, episodes):
+    lm, tok = tiny
+    batch = episodes_to_batch(episodes, tok.pad_token_id)
+    with torch.no_grad():
+        logprobs, values, _ = forward_policy(PolicyWithValue(lm), batch.input_ids,
+                                             batch.attention_mask, temperature=0.7)
+    m = batch.mask.bool()
+    assert m.sum() > 0
+    assert torch.allclose(logprobs[m], batch.gen_logprobs[m], atol=1e-4), \
+        (logprobs[m] - batch.gen_logprobs[m]).abs().max()
+    assert (batch.gen_logprobs[~m] == 0).all()
+    assert values.shape == batch.mask.shape
+
+
+def test_episodes_to_batch_right_pads(tiny, episodes):
+    _, tok = tiny
+    b = episodes_to_batch(episodes, tok.pad_token_id)
+    for i, ep in enumerate(episodes):
+        n = len(ep.token_ids)
+        assert b.attention_mask[i, :n].all() and not b.attention_mask[i, n:].any()
+        assert b.input_ids[i, :n].tolist() == ep.token_ids
+        assert b.rewards[i].sum().item() == pytest.approx(ep.total_reward, abs=1e-5)
+
+
+# ----------------------------------------------------------------------------- messages, budget
+
+
+def test_feedback_message_compact_shows_only_what_changed():
+    env = env_factory(num_rules=6)()
+    env.reset(3)
+    obs, _, _, info = env.submit("Hello1!")  # rules 1-4 hold, rule 5 (digits sum) appears broken
+    msg = feedback_message(obs, info, "Hello1!")
+    lines = msg.splitlines()
+    assert lines[0] == "Turn 1 of 3. 4 of 5 rules hold."
+    assert "New: [x] Rule 2: Your password must include a number." in lines
+    assert any(l.startswith("New: [ ] Rule 5:") for l in lines)
+    assert "Rule 1:" not in msg  # held before and still holds: not repeated
+    obs, _, _, info = env.submit("hello")  # now rules 2-5 break
+    msg = feedback_message(obs, info, "hello")
+    assert "New:" not in msg and "[ ] Rule 2:" in msg and "Rule 1:" not in msg
+    assert feedback_message(obs, info, "hello", style="full") == obs["text"]
+
+
+def test_context_budget_ends_episodes(tiny):
+    lm, tok = tiny
+    cfg = rcfg(max_context_tokens=150)  # fits the prompt and one answer, not a second turn
+    eps = rollout(LMPolicy(lm, tok, cfg), tok, [0, 1], env_factory(), cfg)
+    for ep in eps:
+        assert ep.done and len(ep.turns) == 1 and ep.context_exhausted
+        assert len(ep.token_ids) <= 150 + 80  # the feedback after the last turn may exceed it
+
+
+def test_any_env_with_the_same_api(tiny):
+    """A duck-typed environment (like the HTTP client) works; each one is closed."""
+    _, tok = tiny
+    closed = []
+
+    class EchoEnv:
+        def reset(self, seed):
+            self.t = 0
+            return {"text": f"Game {seed}: say anything.", "turn": 0, "max_steps": 2}
+
+        def submit(self, password):
+            self.t += 1
+            info = {"rules_satisfied": len(password) % 3, "num_revealed": 3, "success": False,
+                    "rules": [{"id": 0, "text": "Say something.", "satisfied": bool(password)}]}
+            obs = {"text": "again", "turn": self.t, "max_steps": 2, "last_password": password}
+            return obs, float(len(password)), self.t >= 2, info
+
+        def close(self):
+            closed.append(True)
+
+    eps = rollout(ScriptedPolicy(tok, lambda ep: f"pw{len(ep.turns)}"), tok, [1, 2], EchoEnv,
+                  rcfg(max_turns=5))
+    assert [len(ep.turns) for ep in eps] == [2, 2] and len(closed) == 2
+    assert eps[0].total_reward == pytest.approx(6.0)
+
+
+def test_empty_answer_from_policy_is_rejected(tiny):
+    _, tok = tiny
+
+    class Empty:
+        def __call__(self, contexts, episodes):
+            return [Answer([]) for _ in contexts]
+
+    with pytest.raises(ValueError, match="empty answer"):
+        rollout(Empty(), tok, [0], env_factory(), rcfg())
+
+
+@pytest.mark.slow
+def test_http_env_gives_the_same_episodes_as_in_process(tiny):
+    """The trainer can play through the FastAPI server (the seed's architecture): same episodes,
+    token for token, as the in-process environment."""
+    from gamerl.config import get_config
+    from gamerl.evaluate import http_env_factory, local_env_factory
+    from tasks.password_game.client import find_free_port, start_server, stop_server
+
+    _, tok = tiny
+    cfg = get_config("tiny", num_rules=6, max_steps=3)
+    answers = ["hello", "Hello1!", "Hello997! May"]
+    policy = ScriptedPolicy(tok, lambda ep: answers[len(ep.turns)])
+    port = find_free_port()
+    server = start_server(port=port)
+    try:
+        over_http = rollout(policy, tok, [3, 4], http_env_factory(cfg, f"http://127.0.0.1:{port}"),
+                            rcfg())
+    finally:
+        stop_server(server)
+    local = rollout(policy, tok, [3, 4], local_env_factory(cfg), rcfg())
+    for a, b in zip(over_http, local):
+        assert a.token_ids == b.token_ids and a.rewards == b.rewards
+        assert a.success and [t.rules_satisfied for t in a.turns] == [1, 4, 6]

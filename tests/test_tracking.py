@@ -1,0 +1,45 @@
+"""gamerl.tracking: JSONL always, wandb optional (missing wandb is said once, then ignored),
+resume truncation, figures."""
+
+import logging
+import math
+import sys
+
+from gamerl.tracking import Tracker, read_jsonl, save_figures, truncate_jsonl
+
+
+def test_without_wandb_logs_locally_and_says_so_once(tmp_path, monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` now raises ImportError
+    with caplog.at_level(logging.WARNING, logger="gamerl"):
+        tr = Tracker(tmp_path, {"lr": 1e-4}, mode="offline")
+        tr.log({"kind": "epoch", "epoch": 0, "rollout/reward": 1.5, "x": math.nan}, step=1)
+        tr.log({"kind": "epoch", "epoch": 1, "rollout/reward": 2.5}, step=2)
+        tr.log_episodes([{"seed": 3, "reward": 1.0}], epoch=1)
+        tr.finish()
+    assert caplog.text.count("wandb is not installed") == 1
+    rows = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["rollout/reward"] for r in rows] == [1.5, 2.5]
+    assert rows[0]["x"] is None  # nan -> null: strict JSON
+    assert read_jsonl(tmp_path / "episodes.jsonl") == [{"epoch": 1, "seed": 3, "reward": 1.0}]
+
+
+def test_disabled_mode_and_resume_truncation(tmp_path):
+    tr = Tracker(tmp_path, {}, mode="disabled")
+    assert tr.wandb_run is None
+    for e in range(4):
+        tr.log({"kind": "epoch", "epoch": e})
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"kind": "epoch", "ep')  # a line cut short by a kill
+    truncate_jsonl(tmp_path / "metrics.jsonl", keep_through_epoch=1)
+    assert [r["epoch"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [0, 1]
+
+
+def test_figures(tmp_path):
+    history = [{"kind": "epoch", "epoch": e, "rollout/reward": e, "rollout/rules_satisfied": e / 2,
+                "rollout/success_rate": e / 10} for e in range(5)]
+    base = {"reward": 1, "rules_satisfied": 1, "success_rate": 0.1, "per_rule_pass_rate": [1, .5, .2]}
+    final = {"reward": 3, "rules_satisfied": 2, "success_rate": 0.6, "per_rule_pass_rate": [1, 1, .7]}
+    paths = save_figures(tmp_path, history, base, final)
+    assert [p.name for p in paths] == ["training_curves.png", "success_rate.png",
+                                       "rule_pass_rates.png"]
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in paths)
