@@ -1,0 +1,1 @@
+"""Bridges from our games and policies to other RL frameworks (today: verl, in ``verl/``)."""
