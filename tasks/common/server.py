@@ -40,7 +40,7 @@ from pydantic_core import PydanticCustomError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .protocol import MAX_SEED
+from .protocol import MAX_SEED, GameOver
 
 try:
     from importlib.metadata import PackageNotFoundError, version as _pkg_version
@@ -415,6 +415,46 @@ def add_delete_session_route(app: FastAPI) -> None:
         except SessionGone as e:
             raise http_error(404, str(e)) from None
         return {"ended": True}
+
+
+def add_turn_routes(app: FastAPI, *, action_model: type[BaseModel], action_field: str,
+                    step_response: type[BaseModel], feedback_response: type[BaseModel],
+                    feedback: Callable[[Any, str], Any], ended_message: str,
+                    submit_doc: str, feedback_doc: str) -> None:
+    """``POST /sessions/{id}/submit`` and ``/feedback``, the same for every game.
+
+    ``submit`` plays one turn (``game.step(action)``) under the session's lock and answers 409 once
+    the episode has ended; ``feedback(game, action)`` answers without using a turn. The request
+    model is the game's (its one text field is ``action_field``), so each game keeps its own
+    field name, limits and OpenAPI schema.
+    """
+    store: SessionStore = app.state.sessions
+
+    def submit(session_id: str, req: Any) -> Any:
+        session = lookup_session(store, session_id)
+        with session.lock:
+            try:
+                obs, reward, done, info = session.game.step(getattr(req, action_field))
+            except GameOver:
+                raise http_error(409, ended_message) from None
+        return SafeJSONResponse({"observation": obs, "reward": reward, "done": done, "info": info})
+
+    def feedback_route(session_id: str, req: Any) -> Any:
+        session = lookup_session(store, session_id)
+        with session.lock:
+            result = feedback(session.game, getattr(req, action_field))
+        return SafeJSONResponse(result)
+
+    # FastAPI reads the body's model from the annotation; this module's annotations are strings
+    # (``from __future__ import annotations``), so set the real classes here.
+    for route, doc in ((submit, submit_doc), (feedback_route, feedback_doc)):
+        route.__annotations__ = {"session_id": str, "req": action_model, "return": Any}
+        route.__doc__ = doc
+    feedback_route.__name__ = "feedback"
+    app.post("/sessions/{session_id}/submit", response_model=step_response,
+             responses={**ERROR_RESPONSES, **EPISODE_OVER_RESPONSE})(submit)
+    app.post("/sessions/{session_id}/feedback", response_model=feedback_response,
+             responses=ERROR_RESPONSES)(feedback_route)
 
 
 # ============================================================================ command line

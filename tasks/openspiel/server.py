@@ -39,12 +39,13 @@ from typing import Annotated, Any, Literal, Optional, Union
 from fastapi import FastAPI
 from pydantic import BaseModel, Field, field_validator
 
-from ..common.server import (EPISODE_OVER_RESPONSE, ERROR_RESPONSES, BaseServerSettings,
+from ..common.server import (ERROR_RESPONSES, BaseServerSettings,
                              SafeJSONResponse, Seed, SessionStore, Weight,
                              add_delete_session_route, add_health_route, add_runtime_arguments,
-                             add_session_arguments, create_base_app, http_error, lookup_session,
+                             add_session_arguments,
+                             add_turn_routes, create_base_app, lookup_session,
                              serve, strict, text_type)
-from .game import GameOver, OpenSpielGame, RewardConfig
+from .game import OpenSpielGame, RewardConfig
 from .games import GAMES, list_games
 
 logger = logging.getLogger("tasks.openspiel.server")
@@ -223,26 +224,12 @@ def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
         session = store.add(game)
         return SafeJSONResponse({"session_id": session.id, "observation": observation})
 
-    @app.post("/sessions/{session_id}/submit", response_model=SubmitResponse,
-              responses={**errors, **EPISODE_OVER_RESPONSE})
-    def submit(session_id: str, req: MoveRequest) -> Any:
-        """One answer of the model (``step``); the opponent replies in the same request."""
-        session = lookup_session(store, session_id)
-        with session.lock:
-            try:
-                obs, reward, done, info = session.game.step(req.move)
-            except GameOver:
-                raise http_error(409, "the game has ended; start a new one with "
-                                      "POST /sessions") from None
-        return SafeJSONResponse({"observation": obs, "reward": reward, "done": done, "info": info})
-
-    @app.post("/sessions/{session_id}/feedback", response_model=Feedback, responses=errors)
-    def feedback(session_id: str, req: MoveRequest) -> Any:
-        """Would this answer be read as a legal move now? Changes nothing."""
-        session = lookup_session(store, session_id)
-        with session.lock:
-            result = session.game.feedback(req.move)
-        return SafeJSONResponse(result)
+    add_turn_routes(
+        app, action_model=MoveRequest, action_field="move", step_response=SubmitResponse,
+        feedback_response=Feedback, feedback=lambda game, move: game.feedback(move),
+        ended_message="the game has ended; start a new one with POST /sessions",
+        submit_doc="One answer of the model (``step``); the opponent replies in the same request.",
+        feedback_doc="Would this answer be read as a legal move now? Changes nothing.")
 
     @app.get("/sessions/{session_id}", response_model=SessionState, responses=errors)
     def get_state(session_id: str) -> Any:

@@ -59,13 +59,14 @@ from ..common.server import (VERSION, BodySizeLimitMiddleware, Detail, Ended,  #
                              EPISODE_OVER_RESPONSE, ERROR_RESPONSES, Health, MiB,
                              SafeJSONResponse, Seed, Session, SessionGone, SessionStore, Weight,
                              add_delete_session_route, add_health_route, add_runtime_arguments,
-                             add_session_arguments, check_session_limits, create_base_app,
+                             add_session_arguments,
+                             add_turn_routes, check_session_limits, create_base_app,
                              lookup_session, serve, strict, text_type)
 from ..common.server import http_error as _http  # noqa: F401
 from ..common.server import short as _short  # noqa: F401
 from ..common.server import strict as _strict  # noqa: F401
 from ..common.server import validation_errors as _validation_errors  # noqa: F401
-from .game import GameConfig, GameOver, PasswordGame, RewardConfig, check_password
+from .game import GameConfig, PasswordGame, RewardConfig, check_password
 from .instance import MAX_SEED, make_instance  # noqa: F401
 from .richtext import parse
 from .rules import NUM_RULES, RULE_HATCH, check_rules
@@ -271,26 +272,15 @@ def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
         session = store.add(game)
         return SafeJSONResponse({"session_id": session.id, "observation": observation})
 
-    @app.post("/sessions/{session_id}/submit", response_model=SubmitResponse,
-              responses={**errors, **EPISODE_OVER_RESPONSE})
-    def submit(session_id: str, req: PasswordRequest) -> Any:
-        """One turn (``step``): check the revealed rules, reveal the next ones, pay the reward."""
-        session = lookup(session_id)
-        with session.lock:
-            try:
-                obs, reward, done, info = session.game.step(req.password)
-            except GameOver:
-                raise _http(409, "the episode has ended (success or max_steps reached); start a "
-                                 "new one with POST /sessions") from None
-        return SafeJSONResponse({"observation": obs, "reward": reward, "done": done, "info": info})
-
-    @app.post("/sessions/{session_id}/feedback", response_model=Feedback, responses=errors)
-    def feedback(session_id: str, req: PasswordRequest) -> Any:
-        """Verdicts of the revealed rules for a password; uses no turn, reveals nothing."""
-        session = lookup(session_id)
-        with session.lock:
-            result = session.game.feedback(req.password)
-        return SafeJSONResponse(result)
+    add_turn_routes(
+        app, action_model=PasswordRequest, action_field="password", step_response=SubmitResponse,
+        feedback_response=Feedback, feedback=lambda game, password: game.feedback(password),
+        ended_message="the episode has ended (success or max_steps reached); start a new one "
+                      "with POST /sessions",
+        submit_doc="One turn (``step``): check the revealed rules, reveal the next ones, pay the "
+                   "reward.",
+        feedback_doc="Verdicts of the revealed rules for a password; uses no turn, reveals "
+                     "nothing.")
 
     @app.get("/sessions/{session_id}", response_model=SessionState, responses=errors)
     def get_state(session_id: str) -> Any:

@@ -55,11 +55,12 @@ from typing import Annotated, Any, Optional
 from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
-from ..common.server import (EPISODE_OVER_RESPONSE, ERROR_RESPONSES, BaseServerSettings,
-                             SafeJSONResponse, Seed, SessionStore, add_delete_session_route, add_health_route,
-                             add_runtime_arguments, add_session_arguments, create_base_app,
-                             http_error, lookup_session, serve, strict, text_type)
-from .game import (GameOver, RewardConfig, WordleConfig, WordleGame, check_guess, make_instance,
+from ..common.server import (ERROR_RESPONSES, BaseServerSettings, SafeJSONResponse, Seed,
+                             SessionStore, add_delete_session_route, add_health_route,
+                             add_runtime_arguments, add_session_arguments, add_turn_routes,
+                             create_base_app, http_error, lookup_session, serve, strict,
+                             text_type)
+from .game import (RewardConfig, WordleConfig, WordleGame, check_guess, make_instance,
                    normalize_guess)
 from .words import answer_index, emoji, is_ascii_lower, pattern_code, score_guess
 
@@ -237,27 +238,14 @@ def create_app(settings: Optional[WordleServerSettings] = None) -> FastAPI:
         session = store.add(game)
         return SafeJSONResponse({"session_id": session.id, "observation": observation})
 
-    @app.post("/sessions/{session_id}/submit", response_model=SubmitResponse,
-              responses={**errors, **EPISODE_OVER_RESPONSE})
-    def submit(session_id: str, req: GuessRequest) -> Any:
-        """One turn (``step``). An invalid word is a wasted turn (200, ``info.message``)."""
-        session = lookup_session(store, session_id)
-        with session.lock:
-            try:
-                obs, reward, done, info = session.game.step(req.guess)
-            except GameOver:
-                raise http_error(409, "the episode has ended (solved or out of guesses); start "
-                                      "a new one with POST /sessions") from None
-        return SafeJSONResponse({"observation": obs, "reward": reward, "done": done, "info": info})
-
-    @app.post("/sessions/{session_id}/feedback", response_model=GuessCheck, responses=errors)
-    def feedback(session_id: str, req: GuessRequest) -> Any:
-        """Would this guess be accepted now (valid word, hard mode respected)? Uses no turn and
-        reveals no marks."""
-        session = lookup_session(store, session_id)
-        with session.lock:
-            result = session.game.check(req.guess)
-        return SafeJSONResponse(result)
+    add_turn_routes(
+        app, action_model=GuessRequest, action_field="guess", step_response=SubmitResponse,
+        feedback_response=GuessCheck, feedback=lambda game, guess: game.check(guess),
+        ended_message="the episode has ended (solved or out of guesses); start a new one with "
+                      "POST /sessions",
+        submit_doc="One turn (``step``). An invalid word is a wasted turn (200, ``info.message``).",
+        feedback_doc="Would this guess be accepted now (valid word, hard mode respected)? Uses no "
+                     "turn and\n        reveals no marks.")
 
     @app.get("/sessions/{session_id}", response_model=SessionState, responses=errors)
     def get_state(session_id: str) -> Any:
