@@ -36,3 +36,33 @@ def check_seed(seed: object) -> int:
     if not 0 <= seed <= MAX_SEED:
         raise ValueError(f"seed must be in [0, 2**63 - 1], got {seed}")
     return seed
+
+
+class LocalEnv:
+    """The seed's client API over an in-process game, the same methods as the HTTP clients.
+
+    A game's local env sets ``self.game`` and defines ``reset`` and ``get_feedback`` (their
+    arguments differ per game); ``submit`` (alias ``step``), ``state`` and the context manager are
+    the same for every game.
+    """
+
+    game: Any
+
+    def submit(self, action: str) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
+        obs, reward, done, info = self.game.step(action)
+        return obs, reward, done, info
+
+    def step(self, action: str) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
+        return self.submit(action)
+
+    def state(self) -> dict[str, Any]:
+        return self.game.state()
+
+    def close(self) -> None:  # nothing to release; the HTTP clients close their connection
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ..common.protocol import LocalEnv
 from .game import OpenSpielGame
 
 
-class LocalOpenSpielEnv:
+class LocalOpenSpielEnv(LocalEnv):
     """In-process OpenSpiel game: ``reset``, ``get_feedback``, ``submit`` (alias ``step``),
     ``state``. ``cfg`` are :class:`OpenSpielGame`'s keyword arguments."""
 
@@ -25,21 +26,6 @@ class LocalOpenSpielEnv:
         """Would ``move_text`` be read as a legal move now? (no state change)"""
         return self.game.feedback(move_text)
 
-    def submit(self, move_text: str) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
-        obs, reward, done, info = self.game.step(move_text)
-        return obs, reward, done, info
-
-    step = submit
-
     def state(self) -> dict[str, Any]:
         """Observation + config + the omniscient state (debugging: shows hidden cards)."""
         return self.game.state_dict()
-
-    def close(self) -> None:  # same interface as the HTTP client
-        pass
-
-    def __enter__(self) -> "LocalOpenSpielEnv":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

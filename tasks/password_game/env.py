@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..common.protocol import LocalEnv
 from .game import GameConfig, PasswordGame
 
 
-class LocalPasswordGameEnv:
+class LocalPasswordGameEnv(LocalEnv):
     """In-process Password Game: ``reset``, ``get_feedback``, ``submit``."""
 
     def __init__(self, config: GameConfig | None = None) -> None:
@@ -22,21 +23,3 @@ class LocalPasswordGameEnv:
 
     def get_feedback(self, password: str) -> dict[str, Any]:
         return self.game.feedback(password)
-
-    def submit(self, password: str) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
-        obs, reward, done, info = self.game.step(password)
-        return obs, reward, done, info
-
-    step = submit
-
-    def state(self) -> dict[str, Any]:
-        return self.game.state()
-
-    def close(self) -> None:  # same interface as the HTTP client
-        pass
-
-    def __enter__(self) -> "LocalPasswordGameEnv":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -20,7 +20,8 @@ import string
 from dataclasses import dataclass
 from importlib import resources
 
-MAX_SEED = 2**63 - 1
+from ..common.protocol import MAX_SEED, check_seed  # noqa: F401 (re-exported)
+
 MOON_EMOJI = ("🌑", "🌒", "🌓", "🌔", "🌕", "🌖", "🌗", "🌘")
 MOON_NAMES = (
     "new moon", "waxing crescent", "first quarter", "waxing gibbous",
@@ -177,14 +178,6 @@ def _draw_date(rng: random.Random) -> dt.date:
         d = _FIRST_DATE + dt.timedelta(days=rng.randrange(span + 1))
         if _moon_phase_is_unambiguous(d):
             return d
-
-
-def check_seed(seed: object) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"seed must be in [0, 2**63 - 1], got {seed}")
-    return seed
 
 
 @functools.lru_cache(maxsize=4096, typed=True)  # typed: True and 1.0 must not hit the cache of 1

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..common.protocol import LocalEnv
 from .game import WordleConfig, WordleGame
 
 
-class LocalWordleEnv:
+class LocalWordleEnv(LocalEnv):
     """In-process Wordle: ``reset``, ``submit`` (alias ``step``), ``get_feedback``, ``state``.
 
     ``get_feedback(guess)`` says whether a guess would be accepted now (valid word, hard-mode
@@ -28,21 +29,3 @@ class LocalWordleEnv:
 
     def get_feedback(self, guess: str) -> dict[str, Any]:
         return self.game.check(guess)
-
-    def submit(self, guess: str) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
-        obs, reward, done, info = self.game.step(guess)
-        return obs, reward, done, info
-
-    step = submit
-
-    def state(self) -> dict[str, Any]:
-        return self.game.state()
-
-    def close(self) -> None:  # same interface as the HTTP client
-        pass
-
-    def __enter__(self) -> "LocalWordleEnv":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
