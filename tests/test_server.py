@@ -20,17 +20,9 @@ from tasks.password_game.instance import MAX_SEED
 from tasks.password_game.server import (BatchItem, CheckResult, Feedback, Health, Observation,
                                         ServerSettings, SessionResponse, SessionState,
                                         SubmitResponse, create_app)
+from server_checks import CheckedClient  # tests/ is on sys.path (pytest rootdir-less import)
 
 SEED = 3
-
-
-class CheckedClient(TestClient):
-    """A TestClient that fails the test on any 5xx (and, by default, on any server exception)."""
-
-    def request(self, *args, **kwargs):
-        resp = super().request(*args, **kwargs)
-        assert resp.status_code < 500, (resp.status_code, resp.text[:500])
-        return resp
 
 
 def make_client(**settings) -> CheckedClient:

@@ -16,17 +16,9 @@ from tasks.wordle.game import GameOver, make_instance
 from tasks.wordle.server import (FeedbackResponse, GuessCheck, SessionResponse, SessionState,
                                  SolveResponse, SubmitResponse, WordleServerSettings, create_app)
 from tasks.wordle.solver import default_solver
+from server_checks import CheckedClient  # tests/ is on sys.path (pytest rootdir-less import)
 
 SEED = 3
-
-
-class CheckedClient(TestClient):
-    """Fails the test on any 5xx."""
-
-    def request(self, *args, **kwargs):
-        resp = super().request(*args, **kwargs)
-        assert resp.status_code < 500, (resp.status_code, resp.text[:500])
-        return resp
 
 
 def make_client(**settings) -> CheckedClient:
