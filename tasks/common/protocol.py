@@ -38,6 +38,19 @@ def check_seed(seed: object) -> int:
     return seed
 
 
+def seed_argument(text: str) -> int:
+    """argparse ``type=`` for ``--seed``: an int in [0, 2**63 - 1], else a usage error."""
+    import argparse  # only the command lines need it
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seed must be an integer, got {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError("seed must be in [0, 2**63 - 1]")
+    return value
+
+
 class LocalEnv:
     """The seed's client API over an in-process game, the same methods as the HTTP clients.
 

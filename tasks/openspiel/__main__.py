@@ -11,18 +11,8 @@ import argparse
 import json
 import sys
 
-from ..common.protocol import MAX_SEED
+from ..common.protocol import seed_argument
 from .games import GAMES, list_games
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seed must be an integer, got {text!r}") from None
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError("seed must be in [0, 2**63 - 1]")
-    return value
 
 
 def _seat(text: str) -> object:
@@ -96,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--opponent", choices=["random", "mcts"], default="random")
     p.add_argument("--simulations", type=int, default=200, help="MCTS simulations per move")
     p.add_argument("--seat", type=_seat, default=0, help="0, 1 or random")
-    p.add_argument("--seed", type=_seed, default=None)
+    p.add_argument("--seed", type=seed_argument, default=None)
     p.add_argument("--policy", choices=["retry", "random", "loss"], default="retry",
                    help="what an illegal move does")
     p.set_defaults(func=cmd_play)
@@ -105,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--agent", choices=["random", "mcts"], default="mcts")
     p.add_argument("--opponent", choices=["random", "mcts"], default="random")
     p.add_argument("-n", type=int, default=20)
-    p.add_argument("--seed", type=_seed, default=0)
+    p.add_argument("--seed", type=seed_argument, default=0)
     p.add_argument("--simulations", type=int, default=200)
     p.set_defaults(func=cmd_match)
     args = parser.parse_args(argv)

@@ -12,20 +12,11 @@ import argparse
 import json
 import sys
 
+from ..common.protocol import seed_argument
 from .game import GameConfig, check_password
-from .instance import MAX_SEED, make_instance
+from .instance import make_instance
 from .rules import NUM_RULES
 from .solver import solve
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seed must be an integer, got {text!r}") from None
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError("seed must be in [0, 2**63 - 1]")
-    return value
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -108,23 +99,23 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("check", help="check a password against all rules of a seed")
-    p.add_argument("--seed", type=_seed, required=True)
+    p.add_argument("--seed", type=seed_argument, required=True)
     p.add_argument("--password", required=True)
     p.add_argument("--revealed", type=int, default=NUM_RULES, choices=range(NUM_RULES + 1),
                    metavar=f"0..{NUM_RULES}", help="check only the first N rules")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_check)
     p = sub.add_parser("solve", help="print a password that satisfies all 26 rules")
-    p.add_argument("--seed", type=_seed, required=True)
+    p.add_argument("--seed", type=seed_argument, required=True)
     p.add_argument("--egg", action="store_true",
                    help="Paul as an unhatched egg (the password to submit before rule 23 appears)")
     p.set_defaults(func=cmd_solve)
     p = sub.add_parser("play", help="play in the terminal")
-    p.add_argument("--seed", type=_seed, default=None)
+    p.add_argument("--seed", type=seed_argument, default=None)
     p.add_argument("--max-steps", type=int, default=30)
     p.set_defaults(func=cmd_play)
     p = sub.add_parser("demo", help="scripted demo episode against the HTTP server")
-    p.add_argument("--seed", type=_seed, default=0)
+    p.add_argument("--seed", type=seed_argument, default=0)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.set_defaults(func=cmd_demo)

@@ -15,18 +15,9 @@ import json
 import sys
 import time
 
-from .game import MAX_SEED, WordleConfig, feedback, make_instance, normalize_guess
+from ..common.protocol import seed_argument
+from .game import WordleConfig, feedback, make_instance, normalize_guess
 from .words import answer_index, answers, emoji
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seed must be an integer, got {text!r}") from None
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError("seed must be in [0, 2**63 - 1]")
-    return value
 
 
 def cmd_feedback(args: argparse.Namespace) -> int:
@@ -128,12 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("solve", help="the solver's guesses, one per line, ending with the answer")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--answer")
-    g.add_argument("--seed", type=_seed)
+    g.add_argument("--seed", type=seed_argument)
     g.add_argument("--all", action="store_true", help="solve every answer and print statistics")
     p.add_argument("--json", action="store_true", help="with --all: statistics as JSON")
     p.set_defaults(func=cmd_solve)
     p = sub.add_parser("play", help="play in the terminal (guesses from stdin)")
-    p.add_argument("--seed", type=_seed, default=None)
+    p.add_argument("--seed", type=seed_argument, default=None)
     p.add_argument("--hard", action="store_true", help="hard mode")
     p.set_defaults(func=cmd_play)
     args = parser.parse_args(argv)
