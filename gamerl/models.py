@@ -481,8 +481,38 @@ class ValueHead(nn.Module):
         return self.linear(hidden.to(self.linear.weight.dtype)).squeeze(-1)
 
 
+def unwrap_lm(lm: nn.Module) -> PreTrainedModel:
+    """The transformers causal LM itself: ``lm``, or the model inside a peft ``PeftModel``.
+
+    peft injects its LoRA layers *into* the wrapped model's modules, so the unwrapped model
+    still runs the adapters (and obeys ``disable_adapter()``); only the wrapper's attributes
+    differ: ``PeftModel.base_model`` is peft's ``LoraModel``, whose forward is the whole LM
+    (logits, no ``last_hidden_state``), not the decoder trunk that ``PreTrainedModel.base_model``
+    names.
+    """
+    get_base_model = getattr(lm, "get_base_model", None)  # PeftModel's; transformers has none
+    return get_base_model() if callable(get_base_model) else lm
+
+
+def lm_trunk(lm: nn.Module) -> nn.Module:
+    """The decoder without its LM head (Qwen3Model), of a plain or peft-wrapped LM: call it for
+    ``last_hidden_state`` (after the final norm)."""
+    return unwrap_lm(lm).base_model
+
+
+def lm_head(lm: nn.Module) -> nn.Module:
+    """The LM head (hidden -> vocabulary logits) of a plain or peft-wrapped LM."""
+    return unwrap_lm(lm).get_output_embeddings()
+
+
 class PolicyWithValue(nn.Module):
-    """A causal LM and a value head sharing its trunk: one forward gives both logits and values."""
+    """A causal LM and a value head sharing its trunk: one forward gives both logits and values.
+
+    ``lm`` may be a peft ``PeftModel`` (gamerl.lora.apply_lora): the forward reaches the trunk
+    and the head through ``lm_trunk``/``lm_head``, which see through the wrapper. ``save`` then
+    writes the adapters only (PeftModel.save_pretrained); load such a directory with
+    ``gamerl.lora.load_lora_policy``, not ``PolicyWithValue.load``.
+    """
 
     def __init__(self, lm: PreTrainedModel, value_head: ValueHead | None = None):
         super().__init__()
@@ -510,10 +540,10 @@ class PolicyWithValue(nn.Module):
             attention_mask = torch.ones_like(input_ids)
         # The trunk, then the LM head ourselves: asking the LM for output_hidden_states would
         # keep every layer's activations alive just to read the last one.
-        hidden = self.lm.base_model(input_ids=input_ids, attention_mask=attention_mask,
-                                    position_ids=positions_from_mask(attention_mask),
-                                    use_cache=False).last_hidden_state
-        logits = self.lm.get_output_embeddings()(hidden)
+        hidden = lm_trunk(self.lm)(input_ids=input_ids, attention_mask=attention_mask,
+                                   position_ids=positions_from_mask(attention_mask),
+                                   use_cache=False).last_hidden_state
+        logits = lm_head(self.lm)(hidden)
         return logits, self.value_head(hidden)
 
     def save(self, directory: str | Path, tokenizer: PreTrainedTokenizerFast | None = None) -> Path:
@@ -571,6 +601,7 @@ __all__ = [
     "CHAT_TEMPLATE", "ModelUnavailableError", "PolicyWithValue", "QWEN3_0_6B", "TINY",
     "TinyConfig", "ValueHead", "build_tiny", "chat_prompt", "count_parameters",
     "default_attn_implementation", "default_device", "default_dtype", "default_tiny_dir",
-    "ensure_tiny", "load_policy", "load_reference", "load_tokenizer", "positions_from_mask",
-    "qwen3_0_6b_config", "resolve_model", "set_gradient_checkpointing", "train_tokenizer",
+    "ensure_tiny", "lm_head", "lm_trunk", "load_policy", "load_reference", "load_tokenizer",
+    "positions_from_mask", "qwen3_0_6b_config", "resolve_model", "set_gradient_checkpointing",
+    "train_tokenizer", "unwrap_lm",
 ]

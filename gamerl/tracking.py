@@ -1,14 +1,18 @@
-"""Logging: local JSONL always, wandb when available (offline by default), matplotlib figures.
+"""Logging: local JSONL always, wandb when available (offline by default), else tensorboard;
+matplotlib figures.
 
 Files in the run directory:
     metrics.jsonl    one JSON object per line: {"kind": "epoch" | "eval", "epoch": ..., ...}
     episodes.jsonl   one line per training episode: {"epoch": ..., "seed": ..., "reward": ...}
     wandb/           the wandb run (offline mode: sync later with `wandb sync <dir>`)
+    tensorboard/     event files when wandb is off (`tensorboard --logdir <run_dir>/tensorboard`)
     *.png            figures (save_figures)
 
 wandb is optional: if it cannot be imported, or ``wandb.init`` fails, the tracker says so once
 and keeps writing the JSONL files, which are the source of truth (figures and summaries are made
-from them, so a run without wandb loses nothing).
+from them, so a run without wandb loses nothing). Without a wandb run (mode "disabled", not
+installed, or failed) the numeric metrics also go to a local tensorboard log, so curves can be
+browsed live; tags are the same as wandb's (``<kind>/<metric>``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ log = logging.getLogger("gamerl")
 
 METRICS_JSONL = "metrics.jsonl"
 EPISODES_JSONL = "episodes.jsonl"
+TENSORBOARD_DIR = "tensorboard"
 
 
 def _jsonable(v: Any) -> Any:
@@ -64,15 +69,30 @@ def truncate_jsonl(path: str | Path, keep_through_epoch: int) -> None:
     os.replace(tmp, path)
 
 
+def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
+    """The finite numeric values (bools count as 0/1); strings, lists, None and nan are left out."""
+    return {k: v for k, v in _jsonable(metrics).items()
+            if isinstance(v, (int, float)) and v is not None}
+
+
 class Tracker:
-    """``log(metrics)`` to metrics.jsonl (+ wandb), ``log_episodes(records)`` to episodes.jsonl."""
+    """``log(metrics)`` to metrics.jsonl (+ wandb, or tensorboard without it),
+    ``log_episodes(records)`` to episodes.jsonl.
+
+    ``tensorboard``: None (default) writes ``<run_dir>/tensorboard`` exactly when no wandb run
+    is active; True always, False never. ``purge_step``: on resume, the first step the resumed
+    run will log again: tensorboard then hides the events at and after it that the interrupted
+    run wrote (as truncate_jsonl does for the JSONL files).
+    """
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any], mode: str = "offline",
                  project: str = "game-rl", run_id: Optional[str] = None,
-                 name: Optional[str] = None):
+                 name: Optional[str] = None, tensorboard: Optional[bool] = None,
+                 purge_step: Optional[int] = None):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.wandb_run = None
+        self.tb_writer = None
         self.run_id = run_id
         if mode != "disabled":
             try:
@@ -94,6 +114,20 @@ class Tracker:
                 except Exception as e:  # no network in online mode, bad credentials, ...
                     log.warning("wandb.init failed (%s): logging to %s only", e,
                                 self.run_dir / METRICS_JSONL)
+        if tensorboard or (tensorboard is None and self.wandb_run is None):
+            self._open_tensorboard(purge_step)
+
+    def _open_tensorboard(self, purge_step: Optional[int]) -> None:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as e:  # torch without the tensorboard package
+            log.warning("tensorboard is not available (%s): no local tensorboard log "
+                        "(pip install tensorboard)", e)
+            return
+        tb_dir = self.run_dir / TENSORBOARD_DIR
+        # flush_secs=30: a live `tensorboard --logdir` sees new points within half a minute.
+        self.tb_writer = SummaryWriter(log_dir=str(tb_dir), purge_step=purge_step, flush_secs=30)
+        log.info("tensorboard log: %s (view with `tensorboard --logdir %s`)", tb_dir, tb_dir)
 
     def _append(self, name: str, rows: Iterable[dict[str, Any]]) -> None:
         with open(self.run_dir / name, "a") as f:
@@ -101,12 +135,19 @@ class Tracker:
                 f.write(json.dumps(_jsonable(r)) + "\n")
 
     def log(self, metrics: dict[str, Any], step: Optional[int] = None) -> None:
+        """One JSONL line; every numeric value also to wandb / tensorboard as ``<kind>/<key>``
+        at ``step`` (tensorboard needs a step: without one it uses the record's epoch)."""
         self._append(METRICS_JSONL, [metrics])
+        if self.wandb_run is None and self.tb_writer is None:
+            return
+        kind = metrics.get("kind", "epoch")
+        flat = {f"{kind}/{k}": v for k, v in _numeric(metrics).items()}
         if self.wandb_run is not None:
-            flat = {k: v for k, v in _jsonable(metrics).items()
-                    if isinstance(v, (int, float)) and v is not None}
-            kind = metrics.get("kind", "epoch")
-            self.wandb_run.log({f"{kind}/{k}": v for k, v in flat.items()}, step=step)
+            self.wandb_run.log(flat, step=step)
+        if self.tb_writer is not None:
+            tb_step = step if step is not None else metrics.get("epoch")
+            for tag, v in flat.items():
+                self.tb_writer.add_scalar(tag, float(v), global_step=tb_step)
 
     def log_episodes(self, records: list[dict[str, Any]], epoch: int) -> None:
         self._append(EPISODES_JSONL, [{"epoch": epoch, **r} for r in records])
@@ -120,6 +161,9 @@ class Tracker:
         if self.wandb_run is not None:
             self.wandb_run.finish()
             self.wandb_run = None
+        if self.tb_writer is not None:
+            self.tb_writer.close()  # flushes the pending events
+            self.tb_writer = None
 
 
 # ----------------------------------------------------------------------------- figures
@@ -127,10 +171,12 @@ class Tracker:
 
 def save_figures(run_dir: str | Path, history: list[dict[str, Any]],
                  baseline: Optional[dict[str, Any]] = None,
-                 final: Optional[dict[str, Any]] = None) -> list[Path]:
+                 final: Optional[dict[str, Any]] = None,
+                 headline: str = "rules_satisfied") -> list[Path]:
     """PNG figures from the epoch records (metrics.jsonl) and the baseline/final evaluations:
-    training_curves.png (reward and rules satisfied per epoch), success_rate.png, and
-    rule_pass_rates.png (per-rule pass rate, baseline vs trained, held-out games)."""
+    training_curves.png (reward and the task's ``headline`` metric per epoch: rules satisfied
+    for the Password Game), success_rate.png, and (Password Game) rule_pass_rates.png (per-rule
+    pass rate, baseline vs trained, held-out games)."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed; safe in tests and on servers
@@ -150,7 +196,7 @@ def save_figures(run_dir: str | Path, history: list[dict[str, Any]],
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for ax, key, title in ((axes[0], "reward", "mean episode reward"),
-                           (axes[1], "rules_satisfied", "mean rules satisfied")):
+                           (axes[1], headline, headline.replace("_", " "))):
         ax.plot(xs, [r.get(f"rollout/{key}") for r in epochs], marker="o", ms=3, label="training")
         eval_lines(ax, key)
         ax.set_xlabel("epoch")
@@ -175,7 +221,7 @@ def save_figures(run_dir: str | Path, history: list[dict[str, Any]],
     fig.savefig(out[-1], dpi=100)
     plt.close(fig)
 
-    if baseline is not None and final is not None:
+    if baseline is not None and final is not None and "per_rule_pass_rate" in final:
         base, fin = baseline["per_rule_pass_rate"], final["per_rule_pass_rate"]
         n = len(base)
         idx = list(range(n))
@@ -194,5 +240,5 @@ def save_figures(run_dir: str | Path, history: list[dict[str, Any]],
     return out
 
 
-__all__ = ["EPISODES_JSONL", "METRICS_JSONL", "Tracker", "read_jsonl", "save_figures",
-           "truncate_jsonl"]
+__all__ = ["EPISODES_JSONL", "METRICS_JSONL", "TENSORBOARD_DIR", "Tracker", "read_jsonl",
+           "save_figures", "truncate_jsonl"]

@@ -43,3 +43,42 @@ def test_figures(tmp_path):
     assert [p.name for p in paths] == ["training_curves.png", "success_rate.png",
                                        "rule_pass_rates.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in paths)
+
+
+def _scalars(tb_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tb_dir))
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def test_disabled_mode_writes_tensorboard(tmp_path):
+    tr = Tracker(tmp_path, {}, mode="disabled")
+    for e in range(3):
+        tr.log({"kind": "epoch", "epoch": e, "rollout/reward": 0.5 * e, "note": "text",
+                "per_rule": [1, 2], "x": math.nan}, step=10 + e)
+    tr.log({"kind": "eval", "epoch": 2, "success_rate": 0.25})  # no step: the epoch
+    tr.finish()
+    assert tr.tb_writer is None
+    assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+    scalars = _scalars(tmp_path / "tensorboard")
+    assert scalars["epoch/rollout/reward"] == [(10, 0.0), (11, 0.5), (12, 1.0)]
+    assert scalars["eval/success_rate"] == [(2, 0.25)]
+    assert not any(t.endswith(("note", "per_rule", "/x")) for t in scalars)  # numbers only
+    assert [r["epoch"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [0, 1, 2, 2]  # JSONL kept
+
+
+def test_tensorboard_when_wandb_missing_and_resume_purge(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    tr = Tracker(tmp_path, {}, mode="offline")
+    for e in range(4):
+        tr.log({"kind": "epoch", "epoch": e, "loss": float(e)}, step=e)
+    tr.finish()
+    # A resumed run redoes epochs 2..: purge_step hides what the first run wrote from there on.
+    tr = Tracker(tmp_path, {}, mode="offline", purge_step=2)
+    tr.log({"kind": "epoch", "epoch": 2, "loss": 20.0}, step=2)
+    tr.finish()
+    assert _scalars(tmp_path / "tensorboard")["epoch/loss"] == [(0, 0.0), (1, 1.0), (2, 20.0)]
+    off = Tracker(tmp_path / "off", {}, mode="disabled", tensorboard=False)
+    assert off.tb_writer is None and not (tmp_path / "off" / "tensorboard").exists()

@@ -1,0 +1,223 @@
+"""A curriculum over OpenSpiel games: easy -> medium -> hard, advancing on success rate.
+
+Why: a small model facing an MCTS bot on Othello from the first epoch wins nothing, so PPO sees
+only failures and learns nothing. Starting on games a random opponent makes winnable gives the
+policy a reward signal; harder games and the MCTS bot come once it is earned.
+
+    cur = Curriculum.default()                  # easy (60%) -> medium (50%) -> hard (40%)
+    games, opponent = cur.stage.games, cur.stage.opponent      # what to play this epoch
+    note = cur.update([ep.won for ep in episodes])             # the epoch's results, in order
+    if note: print(note)                                       # "curriculum: easy -> medium ..."
+
+Rule: stage i advances when the success rate over the ``window`` most recent episodes *played
+at stage i* reaches its threshold; the window must be full (a lucky first handful of games does
+not count), and it starts empty again at every stage change. The last stage's threshold marks the
+curriculum "mastered" (logged once, ``cur.mastered``) but there is nothing to advance to.
+What counts as a success (a win; a win or a draw; a score above some bar) is the caller's choice.
+
+Stage game names are the keys of the OpenSpiel registry (tasks.openspiel.games.GAMES, the same
+list as tasks.openspiel.game.supported_games(), read without importing pyspiel).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional, Sequence
+
+log = logging.getLogger("gamerl")
+
+OPPONENTS = ("random", "mcts")
+DEFAULT_WINDOW = 64
+
+
+def supported_games() -> list[str]:
+    """The OpenSpiel games a stage may name (no pyspiel import needed)."""
+    from tasks.openspiel.games import GAMES
+
+    return list(GAMES)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One curriculum stage: which games, against which bot, and the success rate that ends it."""
+
+    name: str
+    games: tuple[str, ...]
+    opponent: str = "random"
+    threshold: float = 0.5
+
+    def __post_init__(self):
+        object.__setattr__(self, "games", tuple(self.games))  # lists from JSON configs
+        if not self.name:
+            raise ValueError("a curriculum stage needs a name")
+        if not self.games:
+            raise ValueError(f"curriculum stage {self.name!r} has no games")
+        known = supported_games()
+        unknown = [g for g in self.games if g not in known]
+        if unknown:
+            raise ValueError(f"curriculum stage {self.name!r}: unknown games {unknown}; "
+                             f"supported games: {', '.join(known)}")
+        if self.opponent not in OPPONENTS:
+            raise ValueError(f"curriculum stage {self.name!r}: opponent {self.opponent!r} is not "
+                             f"one of {OPPONENTS}")
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"curriculum stage {self.name!r}: threshold {self.threshold} is not "
+                             "in (0, 1]")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Stage":
+        extra = set(d) - {"name", "games", "opponent", "threshold"}
+        if extra:
+            raise ValueError(f"unknown curriculum stage keys {sorted(extra)}")
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "games": list(self.games), "opponent": self.opponent,
+                "threshold": self.threshold}
+
+
+def default_stages() -> list[Stage]:
+    """easy: the two simple games against a random bot; medium: four harder games (the three
+    chance/poker-style ones and hex 5x5, the shortest board game) against a random bot; hard:
+    every game against MCTS. Thresholds fall as the opposition gets stronger."""
+    return [
+        Stage("easy", ("tic_tac_toe", "kuhn_poker"), "random", 0.60),
+        Stage("medium", ("connect_four", "leduc_poker", "liars_dice", "hex"), "random", 0.50),
+        Stage("hard", tuple(supported_games()), "mcts", 0.40),
+    ]
+
+
+class Curriculum:
+    """Stages in order, the current one, and a window of its most recent episode results."""
+
+    def __init__(self, stages: Sequence[Stage], window: int = DEFAULT_WINDOW):
+        if not stages:
+            raise ValueError("a curriculum needs at least one stage")
+        names = [s.name for s in stages]
+        if len(set(names)) != len(names):
+            raise ValueError(f"curriculum stage names must be unique, got {names}")
+        if window < 1:
+            raise ValueError(f"curriculum window must be >= 1, got {window}")
+        self.stages = list(stages)
+        self.window = int(window)
+        self.index = 0
+        self.recent: deque[bool] = deque(maxlen=self.window)
+        self.mastered = False
+        self.episodes = 0  # results seen in total (all stages)
+        self.history: list[dict[str, Any]] = []  # stage changes: {"from", "to", "episode", "rate"}
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def default(cls, window: int = DEFAULT_WINDOW) -> "Curriculum":
+        return cls(default_stages(), window)
+
+    @classmethod
+    def from_dict(cls, spec: Any, window: int = DEFAULT_WINDOW) -> "Curriculum":
+        """From a config value: ``"default"``, a list of stage dicts ``{"name", "games",
+        "opponent", "threshold"}``, or ``{"stages": "default" | [...], "window": n}``
+        (what ``to_dict`` writes)."""
+        if isinstance(spec, dict):
+            extra = set(spec) - {"stages", "window"}
+            if extra:
+                raise ValueError(f"unknown curriculum keys {sorted(extra)}")
+            return cls.from_dict(spec.get("stages", "default"), spec.get("window", window))
+        if spec == "default":
+            return cls.default(window)
+        if isinstance(spec, (list, tuple)):
+            return cls([s if isinstance(s, Stage) else Stage.from_dict(s) for s in spec], window)
+        raise ValueError(f"curriculum must be 'default', a list of stages or a dict, got {spec!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stages": [s.to_dict() for s in self.stages], "window": self.window}
+
+    # ------------------------------------------------------------------ where we are
+
+    @property
+    def stage(self) -> Stage:
+        return self.stages[self.index]
+
+    @property
+    def is_last(self) -> bool:
+        return self.index == len(self.stages) - 1
+
+    @property
+    def success_rate(self) -> Optional[float]:
+        """Success rate over the current window (None before any result at this stage)."""
+        return sum(self.recent) / len(self.recent) if self.recent else None
+
+    def metrics(self) -> dict[str, float]:
+        """Numbers for the epoch log."""
+        rate = self.success_rate
+        return {"curriculum/stage": float(self.index),
+                "curriculum/window_success_rate": float("nan") if rate is None else rate,
+                "curriculum/window_fill": len(self.recent) / self.window,
+                "curriculum/mastered": float(self.mastered)}
+
+    # ------------------------------------------------------------------ the rule
+
+    def update(self, successes: Iterable[bool]) -> Optional[str]:
+        """Record episode results in the order played; return an announcement if the stage
+        changed (also logged), else None.
+
+        Results are checked one by one: the stage changes at the first episode whose window
+        reaches the threshold, wherever the batch boundaries fall. The rest of ``successes`` is
+        then dropped: those episodes were played at the old stage and must not count toward
+        the new one (call ``update`` once per batch of episodes played at one stage).
+        """
+        for ok in successes:
+            self.recent.append(bool(ok))
+            self.episodes += 1
+            if len(self.recent) < self.window:
+                continue
+            rate = sum(self.recent) / self.window
+            if rate < self.stage.threshold:
+                continue
+            if self.is_last:
+                if not self.mastered:
+                    self.mastered = True
+                    log.info("curriculum: last stage %r mastered (success %.2f >= %.2f over the "
+                             "last %d episodes)", self.stage.name, rate, self.stage.threshold,
+                             self.window)
+                continue
+            return self._advance(rate)
+        return None
+
+    def _advance(self, rate: float) -> str:
+        old = self.stage
+        self.index += 1
+        self.recent.clear()
+        new = self.stage
+        self.history.append({"from": old.name, "to": new.name, "episode": self.episodes,
+                             "rate": rate})
+        msg = (f"curriculum: stage {old.name!r} -> {new.name!r} after {self.episodes} episodes "
+               f"(success {rate:.2f} >= {old.threshold:.2f} over the last {self.window}); now "
+               f"{new.opponent} opponent on {', '.join(new.games)}")
+        log.info(msg)
+        return msg
+
+    # ------------------------------------------------------------------ resume
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able progress (the stages themselves come from the config)."""
+        return {"stage": self.stage.name, "index": self.index, "recent": list(self.recent),
+                "mastered": self.mastered, "episodes": self.episodes,
+                "history": [dict(h) for h in self.history]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore progress. The stage is found by name, so a resumed run whose config has the
+        same stages continues exactly; a stage name this curriculum lacks is an error."""
+        names = [s.name for s in self.stages]
+        if state["stage"] not in names:
+            raise ValueError(f"saved curriculum stage {state['stage']!r} is not one of {names}")
+        self.index = names.index(state["stage"])
+        self.recent = deque((bool(x) for x in state["recent"]), maxlen=self.window)
+        self.mastered = bool(state.get("mastered", False))
+        self.episodes = int(state.get("episodes", 0))
+        self.history = [dict(h) for h in state.get("history", [])]
+
+
+__all__ = ["DEFAULT_WINDOW", "OPPONENTS", "Curriculum", "Stage", "default_stages",
+           "supported_games"]
