@@ -5,9 +5,12 @@ Two groups:
   episodes of BOTH games through ``episode.play_episode`` against a stand-in inference server that
   samples from the tiny model with torch on CPU (masks, lengths, rewards against a replay of the
   environment, turn counts, budgets, no state left behind);
-* with verl (``pytest.importorskip("verl")``; run with the venv that has it): the agent loop
+* with verl (skipped where verl is not installed; run with the venv that has it): the agent loop
   registered from our YAML and run by verl's own ``AgentLoopWorker``, the exported parquet loaded
   by verl's ``RLHFDataset``, and our hydra configs composed onto verl's ``ppo_trainer``.
+
+``GAMERL_REQUIRE_VERL=1`` turns every such skip (verl, pyarrow or bash missing) into a failure:
+``.ci/run`` sets it in its verl venv, so CI cannot pass with these tests silently skipped.
 
 CPU only, nothing downloads.
 """
@@ -20,6 +23,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 import asyncio
 import dataclasses
 import gc
+import importlib
 import json
 import shutil
 import subprocess
@@ -43,6 +47,24 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / "gamerl" / "integrations" / "verl" / "config"
 # short games: the tiny model never wins, so episodes last the game's whole turn limit
 SHORT = {"password_game": {"max_steps": 4, "num_rules": 6}, "wordle": {"max_guesses": 4}}
+# CI's verl venv: what the verl group needs must be there, a skip would hide the group
+REQUIRE_VERL = os.environ.get("GAMERL_REQUIRE_VERL", "") not in ("", "0")
+
+
+def need(module: str):
+    """``pytest.importorskip(module)``, but with GAMERL_REQUIRE_VERL=1 a missing module fails."""
+    if REQUIRE_VERL:
+        try:
+            return importlib.import_module(module)
+        except ImportError as e:
+            pytest.fail(f"GAMERL_REQUIRE_VERL=1 but {module} does not import: {e!r}")
+    return pytest.importorskip(module)
+
+
+def skip_unless_required(reason: str):
+    if REQUIRE_VERL:
+        pytest.fail(f"GAMERL_REQUIRE_VERL=1 but {reason}")
+    pytest.skip(reason)
 
 
 # ----------------------------------------------------------------------------- stand-ins
@@ -433,7 +455,7 @@ def test_export_rows_and_seeds():
 
 
 def test_export_cli_parquet(tmp_path):
-    pa = pytest.importorskip("pyarrow.parquet")
+    pa = need("pyarrow.parquet")
     out = tmp_path / "data"
     assert export.main(["--game", "password_game,wordle", "--train", "6", "--val", "4",
                         "--out", str(out), "--game-config",
@@ -464,7 +486,7 @@ def test_export_cli_parquet(tmp_path):
 
 @pytest.fixture(scope="module")
 def verl():
-    return pytest.importorskip("verl")
+    return need("verl")
 
 
 def compose(name, *overrides):
@@ -489,7 +511,7 @@ def agent_yaml(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    pytest.importorskip("pyarrow")
+    need("pyarrow")
     out = tmp_path_factory.mktemp("export")
     export.main(["--game", "password_game,wordle", "--train", "4", "--val", "4", "--out",
                  str(out), "--game-config", json.dumps({"password_game": SHORT["password_game"],
@@ -540,7 +562,7 @@ def test_configs_compose_and_validate(verl, tiny_path, monkeypatch):
 
 def test_launch_script_composes(verl, tiny_path, exported, tmp_path):
     if shutil.which("bash") is None:
-        pytest.skip("no bash")
+        skip_unless_required("no bash")
     env = {**os.environ, "PYTHON": sys.executable, "DATA_DIR": str(exported),
            "MODEL": str(tiny_path), "NNODES": "2", "GAME": "wordle"}
     out = subprocess.run(["bash", str(REPO / "gamerl/integrations/verl/launch.sh"), "ppo",
