@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -29,6 +29,14 @@ class TrainConfig:
     dtype: Optional[str] = None  # "float32" | "bfloat16" | None (bf16 on CUDA, fp32 on CPU)
     attn_implementation: Optional[str] = None  # None: flash_attention_2 if installed, else sdpa
     gradient_checkpointing: bool = False  # trade compute for memory in the PPO forward/backward
+
+    # ------------------------------------------------------------------ task (the game)
+    # "password_game" (the fields below), "wordle" or "openspiel" (gamerl/games.py). task_config
+    # holds the other games' settings: Wordle's WordleConfig fields ({"max_guesses": 6,
+    # "reward": {...}}), OpenSpiel's environment ({"games": [...], "opponent": "random",
+    # "mcts_simulations": 50, "illegal_move_policy": "retry", "model_seat": "random", ...}).
+    task: Literal["password_game", "wordle", "openspiel"] = "password_game"
+    task_config: dict = field(default_factory=dict)
 
     # ------------------------------------------------------------------ game (Password Game)
     num_rules: int = 26  # play only the first N rules (1..26)
@@ -60,8 +68,7 @@ class TrainConfig:
     top_k: int = 50
     max_context_tokens: int = 4096  # an episode that would outgrow this ends before its next turn
     feedback: Literal["compact", "full"] = "compact"  # later-turn user messages (rollout.py)
-    system_prompt: str = ("You are playing the Password Game. Reply with your next password "
-                          "only, on one line.")
+    system_prompt: Optional[str] = None  # None: the task's (gamerl/games.py); "" for none
     score_batch_size: int = 16  # rows per no-grad forward when scoring old/ref log-probs
 
     # ------------------------------------------------------------------ PPO
@@ -98,6 +105,28 @@ class TrainConfig:
     advantage_estimator: Literal["gae", "grpo"] = "gae"
     group_size: int = 4
 
+    # ------------------------------------------------------------------ LoRA (peft)
+    # Train low-rank adapters instead of every weight (gamerl/lora.py). The frozen reference is
+    # then the base model with the adapters switched off (no second copy), and checkpoints hold
+    # the adapters and the value head only. load_in_4bit needs CUDA and bitsandbytes.
+    lora: bool = False
+    lora_rank: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    lora_target_modules: Optional[list] = None  # None: every attention and MLP projection
+    load_in_4bit: bool = False
+
+    # ------------------------------------------------------------------ what to play
+    # Curriculum (OpenSpiel): None, "default" (gamerl/curriculum.py: easy -> medium -> hard at
+    # 60% / 50% / 40% success) or a list of stage dicts {"name", "games", "opponent",
+    # "threshold"}. A stage's success rate is measured over the last curriculum_window episodes.
+    curriculum: Optional[object] = None
+    curriculum_window: int = 64
+    # Failure replay: this fraction of each epoch's training instances is drawn from a buffer
+    # of the replay_capacity most recent failed or low-scoring ones, by how badly they went.
+    replay_fraction: float = 0.0
+    replay_capacity: int = 1000
+
     # ------------------------------------------------------------------ warm start (SFT)
     # A short supervised fine-tune on demonstrations before PPO (warmstart.py); the baseline is
     # measured after it. Off for pretrained chat models; needed for the random-init tiny model.
@@ -128,6 +157,16 @@ class TrainConfig:
             if not cond:
                 raise ValueError(f"TrainConfig: {msg}")
 
+        need(self.task in ("password_game", "wordle", "openspiel"),
+             "task: 'password_game', 'wordle' or 'openspiel'")
+        need(isinstance(self.task_config, dict), "task_config must be a dict")
+        need(self.task == "openspiel" or not self.curriculum, "curriculum needs task='openspiel'")
+        need(0.0 <= self.replay_fraction < 1.0, "replay_fraction must be in [0, 1)")
+        need(self.replay_capacity >= 1 and self.curriculum_window >= 1,
+             "replay_capacity, curriculum_window >= 1")
+        need(not self.load_in_4bit or self.lora, "load_in_4bit needs lora=True (4-bit weights "
+             "cannot be trained directly)")
+        need(self.lora_rank >= 1, "lora_rank >= 1")
         need(1 <= self.num_rules <= 26, "num_rules must be in 1..26")
         need(self.max_steps >= 1 and self.epochs >= 0, "max_steps >= 1 and epochs >= 0")
         need(self.episodes_per_epoch >= 2, "episodes_per_epoch must be >= 2 (advantage whitening)")
@@ -159,12 +198,18 @@ class TrainConfig:
         return list(range(self.eval_seed_start, self.eval_seed_start + (n or self.eval_episodes)))
 
     def game_config(self):
-        from tasks.password_game import GameConfig, RewardConfig
+        """The Password Game's GameConfig (its fields above)."""
+        from .games import password_game_config
 
-        return GameConfig(max_steps=self.max_steps, num_rules=self.num_rules, reward=RewardConfig(
-            reward_per_rule=self.reward_per_rule, length_penalty=self.length_penalty,
-            episode_bonus=self.episode_bonus, bonus_min_rules=self.bonus_min_rules,
-            mode=self.reward_mode))
+        return password_game_config(self)
+
+    def effective_system_prompt(self) -> Optional[str]:
+        """``system_prompt``, or the task's default when it is None ("" means none)."""
+        if self.system_prompt is None:
+            from .games import get_task
+
+            return get_task(self.task).system_prompt
+        return self.system_prompt or None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -253,12 +298,30 @@ QWEN3_0_6B_PRESET = dict(
 
 PRESETS: dict[str, dict[str, Any]] = {"tiny": TINY_PRESET, "qwen3-0.6b": QWEN3_0_6B_PRESET}
 
+# What a preset changes for the other games (applied over the preset, under the overrides).
+# Wordle, tiny: a word is 2-5 tokens (max_new_tokens 8); 6 guesses with compact feedback are
+# ~600-900 tokens; the warm start teaches random valid answer words (format, not skill: RL must
+# find better guesses); returns are O(1) already (reward_scale 1).
+# OpenSpiel, tiny: tic-tac-toe against the random bot, seat drawn per game; moves are a few
+# tokens (max_new_tokens 8, the seed guide's value); the warm start teaches random legal moves;
+# max_steps 12 covers 5 moves plus the retries for illegal ones.
+TASK_PRESETS: dict[tuple[str, str], dict[str, Any]] = {
+    ("wordle", "tiny"): dict(max_new_tokens=8, max_context_tokens=2048, reward_scale=1.0,
+                             warmstart_steps=200, epochs=20, lr=1e-4),
+    ("wordle", "qwen3-0.6b"): dict(max_new_tokens=64, advantage_estimator="grpo", group_size=4),
+    ("openspiel", "tiny"): dict(max_new_tokens=8, max_steps=12, max_context_tokens=2048,
+                                reward_scale=1.0, warmstart_steps=200, epochs=20,
+                                task_config={"games": ["tic_tac_toe"], "opponent": "random"}),
+    ("openspiel", "qwen3-0.6b"): dict(max_new_tokens=8, max_steps=64, lora=True),
+}
 
-def get_config(preset: str = "tiny", **overrides: Any) -> TrainConfig:
-    """The preset's TrainConfig with ``overrides`` applied (unknown names raise)."""
+
+def get_config(preset: str = "tiny", task: str = "password_game", **overrides: Any) -> TrainConfig:
+    """The preset's TrainConfig for ``task`` with ``overrides`` applied (unknown names raise)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
-    cfg = TrainConfig(**{**PRESETS[preset], "preset": preset})
+    cfg = TrainConfig(**{**PRESETS[preset], **TASK_PRESETS.get((task, preset), {}),
+                         "preset": preset, "task": task})
     return cfg.replace(**overrides) if overrides else cfg
 
 
@@ -281,7 +344,14 @@ def coerce_override(name: str, value: str) -> Any:
         return int(value)
     if kind == "float":
         return float(value)
+    if kind in ("dict", "list", "object"):  # task_config, lora_target_modules, curriculum
+        try:
+            return json.loads(value)
+        except ValueError:
+            if kind == "object":
+                return value  # curriculum="default"
+            raise ValueError(f"{name}: expected JSON, got {value!r}") from None
     return value  # str and Literal[...] fields (validate() checks the Literal choices)
 
 
-__all__ = ["PRESETS", "TrainConfig", "coerce_override", "get_config"]
+__all__ = ["PRESETS", "TASK_PRESETS", "TrainConfig", "coerce_override", "get_config"]

@@ -1,12 +1,15 @@
-"""Evaluation on held-out games: the policy, the solver (upper bound) and random strings (floor).
+"""Evaluation on held-out games: the policy and the task's reference agents (for the Password
+Game the solver, an upper bound, and random strings, the floor).
 
-All three play through the same ``rollout`` and are scored by the same ``episode_metrics``:
+All of them play through the same ``rollout`` and are scored by the same ``episode_metrics``:
 
     reward             mean episode return (sum of the env's per-turn rewards, unscaled)
-    rules_satisfied    mean number of revealed rules the LAST password satisfies
-    success_rate       fraction of episodes that satisfied all ``num_rules`` rules
-    episodes           how many episodes (one per held-out seed)
+    success_rate       fraction of episodes won (Password Game: all ``num_rules`` rules hold;
+                       Wordle: the word found; OpenSpiel: the game won)
+    episodes           how many episodes (one per held-out instance)
     turns              mean turns played
+    + the task's own numbers (``gamerl.games``). The Password Game's:
+    rules_satisfied    mean number of revealed rules the LAST password satisfies
     per_rule_pass_rate list, one entry per rule id 0..num_rules-1: fraction of episodes whose
                        last password satisfied that rule with the rule revealed (a rule never
                        revealed counts as not passed)
@@ -18,109 +21,93 @@ baseline and final evaluations use the same random numbers and the training RNG 
 
 from __future__ import annotations
 
-import random
-import string
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 
+from .games import get_task, password_solver_answer as solver_answer  # noqa: F401 (re-export)
 from .rollout import Episode, LMPolicy, RolloutConfig, ScriptedPolicy, rollout
 
 
-def episode_metrics(episodes: Sequence[Episode], num_rules: int) -> dict[str, Any]:
+def episode_metrics(episodes: Sequence[Episode], cfg) -> dict[str, Any]:
+    """The generic numbers (reward, success_rate, episodes, turns) and the task's own
+    (``Task.metrics``: rules satisfied and per-rule pass rates, Wordle's guesses and invalid
+    rate, OpenSpiel's win/draw/loss rates per game with confidence intervals)."""
     n = len(episodes)
-    per_rule = [0.0] * num_rules
-    for ep in episodes:
-        for rule_id, ok in ep.rule_verdicts().items():
-            if ok and rule_id < num_rules:
-                per_rule[rule_id] += 1
     div = max(n, 1)
-    return {
-        "reward": sum(ep.total_reward for ep in episodes) / div,
-        "rules_satisfied": sum(ep.rules_satisfied for ep in episodes) / div,
-        "success_rate": sum(ep.success for ep in episodes) / div,
-        "episodes": n,
-        "turns": sum(len(ep.turns) for ep in episodes) / div,
-        "per_rule_pass_rate": [c / div for c in per_rule],
-    }
+    out = {"reward": sum(ep.total_reward for ep in episodes) / div,
+           "success_rate": sum(ep.success for ep in episodes) / div,
+           "episodes": n,
+           "turns": sum(len(ep.turns) for ep in episodes) / div}
+    out.update(get_task(cfg.task).metrics(episodes, cfg))
+    return out
 
 
-def local_env_factory(cfg) -> Callable[[], Any]:
-    from tasks.password_game import LocalPasswordGameEnv
-
-    game_config = cfg.game_config()
-    return lambda: LocalPasswordGameEnv(game_config)
+def local_env_factory(cfg) -> Callable[..., Any]:
+    """In-process environments for the run's task (``Task.env_factory``)."""
+    return get_task(cfg.task).env_factory(cfg)
 
 
-def http_env_factory(cfg, base_url: str) -> Callable[[], Any]:
-    """Environments served by the FastAPI server (``python -m tasks.password_game.server``):
+def http_env_factory(cfg, base_url: str) -> Callable[..., Any]:
+    """Environments served by the task's FastAPI server (``python -m tasks.<game>.server``):
     the same game and results over HTTP, one session per episode."""
-    from dataclasses import asdict
-
-    from tasks.password_game import PasswordGameEnv
-
-    game_config = cfg.game_config()
-    return lambda: PasswordGameEnv(base_url, max_steps=game_config.max_steps,
-                                   num_rules=game_config.num_rules,
-                                   reward=asdict(game_config.reward))
+    return get_task(cfg.task).http_env_factory(cfg, base_url)
 
 
-def evaluate(lm, tokenizer, seeds: Sequence[int], cfg, *, greedy: bool = False,
-             make_env: Optional[Callable[[], Any]] = None, sample_seed: int = 1234,
+def eval_instances(cfg, n: Optional[int] = None, overrides: Optional[dict] = None) -> list:
+    """The held-out instances: ``n`` (default ``eval_episodes``) seeds from ``eval_seed_start``
+    as the task needs them (Wordle: held-out answers; OpenSpiel: ``n`` per game)."""
+    return get_task(cfg.task).eval_instances(cfg, n or cfg.eval_episodes, overrides)
+
+
+def evaluate(lm, tokenizer, seeds: Sequence[Any], cfg, *, greedy: bool = False,
+             make_env: Optional[Callable[..., Any]] = None, sample_seed: int = 1234,
              return_episodes: bool = False):
-    """Play one episode per held-out seed with the LM (``PolicyWithValue.lm`` or any causal LM)."""
+    """Play one episode per held-out instance (``seeds``) with the LM (``PolicyWithValue.lm`` or
+    any causal LM)."""
     make_env = make_env or local_env_factory(cfg)
     rcfg = RolloutConfig.from_train_config(cfg, greedy=greedy)
     rcfg.record_logprobs = False  # evaluation needs no log-probs (and saves B x V per step)
     with torch.random.fork_rng(devices=[lm.device] if lm.device.type == "cuda" else []):
         torch.manual_seed(sample_seed)
         episodes = rollout(LMPolicy(lm, tokenizer, rcfg), tokenizer, seeds, make_env, rcfg)
-    metrics = episode_metrics(episodes, cfg.num_rules)
+    metrics = episode_metrics(episodes, cfg)
     return (metrics, episodes) if return_episodes else metrics
 
 
-def solver_answer(episode: Episode) -> str:
-    """The solver's password for this game (Paul as 🐔 once he has hatched)."""
-    from tasks.password_game import make_instance, solve
-
-    return solve(make_instance(episode.seed), hatched=bool(episode.last_obs.get("hatched")))
-
-
-def random_answer_fn(seed: int = 0) -> Callable[[Episode], str]:
-    """Random strings of 5-20 letters, digits and punctuation (no markup ``*``): the floor."""
-    alphabet = string.ascii_letters + string.digits + "!@#$%&?-_.+=~^"
-
-    def answer(episode: Episode) -> str:
-        rng = random.Random(f"{seed}:{episode.seed}:{len(episode.turns)}")
-        return "".join(rng.choice(alphabet) for _ in range(rng.randint(5, 20)))
-
-    return answer
-
-
-def evaluate_scripted(fn: Callable[[Episode], str], tokenizer, seeds: Sequence[int], cfg,
-                      make_env: Optional[Callable[[], Any]] = None) -> dict[str, Any]:
+def evaluate_scripted(fn: Callable[[Episode], str], tokenizer, seeds: Sequence[Any], cfg,
+                      make_env: Optional[Callable[..., Any]] = None,
+                      return_episodes: bool = False):
     make_env = make_env or local_env_factory(cfg)
     rcfg = RolloutConfig.from_train_config(cfg)
     episodes = rollout(ScriptedPolicy(tokenizer, fn), tokenizer, seeds, make_env, rcfg)
-    return episode_metrics(episodes, cfg.num_rules)
+    metrics = episode_metrics(episodes, cfg)
+    return (metrics, episodes) if return_episodes else metrics
 
 
-def reference_rows(tokenizer, seeds: Sequence[int], cfg,
-                   make_env: Optional[Callable[[], Any]] = None) -> dict[str, dict[str, Any]]:
-    """The solver (upper bound on rules and success) and random strings (floor)."""
-    return {"solver": evaluate_scripted(solver_answer, tokenizer, seeds, cfg, make_env),
-            "random": evaluate_scripted(random_answer_fn(cfg.seed), tokenizer, seeds, cfg, make_env)}
+def reference_rows(tokenizer, seeds: Sequence[Any], cfg,
+                   make_env: Optional[Callable[..., Any]] = None) -> dict[str, dict[str, Any]]:
+    """The task's reference agents on the same instances: the Password Game's solver (upper
+    bound) and random strings (floor); Wordle's entropy solver and random answer words;
+    OpenSpiel's random legal moves."""
+    return {name: evaluate_scripted(fn, tokenizer, seeds, cfg, make_env)
+            for name, fn in get_task(cfg.task).reference_agents(cfg).items()}
 
 
-def format_table(rows: dict[str, dict[str, Any]]) -> str:
-    """A plain-text table: one row per policy."""
-    head = f"{'policy':<12} {'reward':>8} {'rules':>7} {'success':>8} {'turns':>6} {'episodes':>9}"
+def format_table(rows: dict[str, dict[str, Any]], extra: Sequence[str] = ("rules_satisfied",)) -> str:
+    """A plain-text table: one row per policy; ``extra`` are task columns (``Task.headline``)
+    shown when a row has them."""
+    extra = [k for k in extra if any(k in r for r in rows.values())]
+    head = (f"{'policy':<12} {'reward':>8} " + "".join(f"{k[:14]:>15}" for k in extra)
+            + f" {'success':>8} {'turns':>6} {'episodes':>9}")
     lines = [head, "-" * len(head)]
     for name, r in rows.items():
-        lines.append(f"{name:<12} {r['reward']:>8.2f} {r['rules_satisfied']:>7.2f} "
-                     f"{r['success_rate']:>8.1%} {r['turns']:>6.2f} {r['episodes']:>9d}")
+        cells = "".join(f"{r[k]:>15.2f}" if isinstance(r.get(k), (int, float)) else f"{'-':>15}"
+                        for k in extra)
+        lines.append(f"{name:<12} {r['reward']:>8.2f} {cells} {r['success_rate']:>8.1%} "
+                     f"{r['turns']:>6.2f} {r['episodes']:>9d}")
     return "\n".join(lines)
 
 
-__all__ = ["episode_metrics", "evaluate", "evaluate_scripted", "format_table",
-           "http_env_factory", "local_env_factory", "random_answer_fn", "reference_rows", "solver_answer"]
+__all__ = ["episode_metrics", "eval_instances", "evaluate", "evaluate_scripted", "format_table",
+           "http_env_factory", "local_env_factory", "reference_rows", "solver_answer"]

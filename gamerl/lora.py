@@ -69,7 +69,7 @@ class LoraSettings:
 # ----------------------------------------------------------------------------- applying
 
 
-def _is_peft(model: nn.Module) -> bool:
+def is_peft(model: nn.Module) -> bool:
     try:
         from peft import PeftModel
     except ImportError:
@@ -112,7 +112,7 @@ def apply_lora(lm: nn.Module, settings: Optional[LoraSettings] = None):
     """
     from peft import LoraConfig, get_peft_model
 
-    if _is_peft(lm):
+    if is_peft(lm):
         raise ValueError("apply_lora: the model already has adapters (it is a PeftModel)")
     settings = settings or LoraSettings()
     _check_targets(lm, list(settings.target_modules))
@@ -141,7 +141,7 @@ def adapter_disabled(model: nn.Module) -> Iterator[nn.Module]:
     gamerl.models.lm_trunk), computes the frozen base model. No second copy of the weights.
     Wrap the reference forward in ``torch.no_grad()`` as usual.
     """
-    if not _is_peft(model):
+    if not is_peft(model):
         raise TypeError(
             f"adapter_disabled needs a peft PeftModel (from apply_lora/load_adapters), got "
             f"{type(model).__name__}: without adapters there is nothing to disable; use "
@@ -211,7 +211,7 @@ def save_adapters(model: nn.Module, directory: str | Path) -> Path:
     """Write the adapters only: ``adapter_config.json`` + ``adapter_model.safetensors`` (a few MB
     for Qwen3-0.6B at rank 16, against 1.2 GB for the base weights, which are not written).
     Embedding layers are never saved: we do not train or resize them."""
-    if not _is_peft(model):
+    if not is_peft(model):
         raise TypeError(f"save_adapters needs a PeftModel, got {type(model).__name__}")
     directory = Path(directory)
     model.save_pretrained(str(directory), save_embedding_layers=False)

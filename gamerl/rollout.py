@@ -1,4 +1,8 @@
-"""Batched multi-turn rollouts: many Password Game episodes played at once by one policy.
+"""Batched multi-turn rollouts: many game episodes played at once by one policy.
+
+The game-specific parts (how an episode starts, the action in an answer, the feedback message,
+the numbers kept per turn) come from the run's ``Task`` (``gamerl.games``); the Password Game's
+are described below, the other games follow the same pattern.
 
 Every episode is kept as ONE token sequence, exactly the tokens the model saw and produced:
 
@@ -47,6 +51,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 
 import torch
 
+from .games import get_task, instance_seed
 from .models import ENDOFTEXT, IM_END, chat_prompt
 
 # ----------------------------------------------------------------------------- extraction
@@ -128,13 +133,24 @@ def env_turn_ids(tokenizer, message: str, answer_closed: bool) -> list[int]:
 @dataclass
 class Turn:
     answer: str  # the decoded answer (special tokens dropped)
-    password: str  # what was submitted
+    action: str  # what was submitted (the password, guess or move extracted from the answer)
     reward: float  # the env's reward for this turn (unscaled)
-    rules_satisfied: int
-    num_revealed: int
     success: bool
     n_tokens: int  # policy tokens in this answer
     last_token: int  # index in token_ids of this answer's last token (where the reward sits)
+    stats: dict[str, Any] = field(default_factory=dict)  # Task.turn_stats(info)
+
+    @property
+    def password(self) -> str:
+        return self.action
+
+    @property
+    def rules_satisfied(self) -> int:  # the Password Game's stats
+        return int(self.stats.get("rules_satisfied", 0))
+
+    @property
+    def num_revealed(self) -> int:
+        return int(self.stats.get("num_revealed", 1))
 
 
 @dataclass
@@ -151,6 +167,12 @@ class Episode:
     context_exhausted: bool = False
     last_obs: dict[str, Any] = field(default_factory=dict)
     final_info: dict[str, Any] = field(default_factory=dict)
+    instance: Any = None  # what the task started the episode from (a seed, or a dict)
+
+    @property
+    def outcome(self) -> Optional[str]:
+        """OpenSpiel: "win" / "draw" / "loss" once the game ended, else None."""
+        return self.turns[-1].stats.get("outcome") if self.turns else None
 
     @property
     def total_reward(self) -> float:
@@ -170,13 +192,19 @@ class Episode:
 
     def record(self) -> dict[str, Any]:
         """A JSON-able summary (for episodes.jsonl and wandb)."""
-        return {"seed": self.seed, "reward": self.total_reward,
-                "rules_satisfied": self.rules_satisfied, "num_revealed": self.num_revealed,
-                "success": self.success, "turns": len(self.turns),
-                "context_exhausted": self.context_exhausted,
-                "tokens": len(self.token_ids), "policy_tokens": int(sum(self.policy_mask)),
-                "passwords": [t.password for t in self.turns],
-                "turn_rewards": [t.reward for t in self.turns]}
+        out = {"seed": self.seed, "reward": self.total_reward, "success": self.success,
+               "turns": len(self.turns), "context_exhausted": self.context_exhausted,
+               "tokens": len(self.token_ids), "policy_tokens": int(sum(self.policy_mask)),
+               "actions": [t.action for t in self.turns],
+               "turn_rewards": [t.reward for t in self.turns]}
+        if isinstance(self.instance, dict):
+            out["instance"] = self.instance
+        if self.turns and "rules_satisfied" in self.turns[-1].stats:  # the Password Game
+            out.update(rules_satisfied=self.rules_satisfied, num_revealed=self.num_revealed,
+                       passwords=out["actions"])
+        if self.outcome is not None:
+            out["outcome"] = self.outcome
+        return out
 
 
 # ----------------------------------------------------------------------------- policies
@@ -206,13 +234,15 @@ class RolloutConfig:
     feedback: str = "compact"
     system_prompt: Optional[str] = None
     record_logprobs: bool = True  # keep per-step logits to log-prob the samples (B x V per step)
+    task: str = "password_game"  # gamerl.games.TASKS
 
     @classmethod
     def from_train_config(cls, cfg, greedy: bool = False) -> "RolloutConfig":
-        return cls(max_turns=cfg.max_steps, max_new_tokens=cfg.max_new_tokens,
+        task = get_task(cfg.task)
+        return cls(max_turns=task.max_turns(cfg), max_new_tokens=cfg.max_new_tokens,
                    temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, greedy=greedy,
                    max_context_tokens=cfg.max_context_tokens, feedback=cfg.feedback,
-                   system_prompt=cfg.system_prompt)
+                   system_prompt=cfg.effective_system_prompt(), task=cfg.task)
 
 
 def stop_token_ids(lm, tokenizer) -> list[int]:
@@ -294,25 +324,30 @@ class ScriptedPolicy:
 # ----------------------------------------------------------------------------- the rollout
 
 
-def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[int], make_env: Callable[[], Any],
+def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[Any], make_env: Callable[..., Any],
             cfg: RolloutConfig) -> list[Episode]:
-    """Play one episode per seed, all of them in lockstep (one policy call per turn).
+    """Play one episode per instance (``seeds``: ints, or the task's instance dicts), all of
+    them in lockstep (one policy call per turn).
 
-    ``make_env()`` returns a fresh environment with the Password Game API (``reset(seed)``,
-    ``submit(password) -> (obs, reward, done, info)``): ``LocalPasswordGameEnv`` in-process, or
-    the HTTP client ``PasswordGameEnv``. One environment per episode; each is closed at the end.
+    ``make_env`` builds a fresh environment with the task protocol (``reset``,
+    ``submit(action) -> (obs, reward, done, info)``), in-process (``Task.env_factory``) or an
+    HTTP client (``Task.http_env_factory``); the task's ``start`` opens each episode with it.
+    One environment per episode; each is closed at the end.
     """
+    task = get_task(cfg.task)
     im_end = tokenizer.convert_tokens_to_ids(IM_END)
-    envs = [make_env() for _ in seeds]
+    envs: list[Any] = []
     episodes: list[Episode] = []
     try:
-        for seed, env in zip(seeds, envs):
-            obs = env.reset(seed)
+        for instance in seeds:
+            env, obs = task.start(make_env, instance)
+            envs.append(env)
             prompt = encode(tokenizer, chat_prompt(tokenizer, first_messages(obs, cfg.system_prompt)))
             n = len(prompt)
-            episodes.append(Episode(seed=seed, token_ids=list(prompt), policy_mask=[0] * n,
-                                    gen_logprobs=[0.0] * n, rewards=[0.0] * n, prompt_len=n,
-                                    last_obs=obs))
+            episodes.append(Episode(seed=instance_seed(instance), token_ids=list(prompt),
+                                    policy_mask=[0] * n, gen_logprobs=[0.0] * n,
+                                    rewards=[0.0] * n, prompt_len=n, last_obs=obs,
+                                    instance=instance))
 
         for _turn in range(cfg.max_turns):
             for ep in episodes:  # the context budget: end an episode that could overflow
@@ -331,20 +366,19 @@ def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[int], make_env: Calla
                 ep.gen_logprobs += answer.logprobs if answer.logprobs is not None else [0.0] * n
                 ep.rewards += [0.0] * n
                 text = tokenizer.decode(answer.token_ids, skip_special_tokens=True)
-                password = extract_password(text)
-                obs, reward, done, info = envs[i].submit(password)
+                action = task.extract(text)
+                obs, reward, done, info = envs[i].submit(action)
                 ep.rewards[-1] += float(reward)  # the turn's reward on its last policy token
-                ep.turns.append(Turn(answer=text, password=password, reward=float(reward),
-                                     rules_satisfied=int(info["rules_satisfied"]),
-                                     num_revealed=int(info["num_revealed"]),
-                                     success=bool(info["success"]), n_tokens=n,
-                                     last_token=len(ep.token_ids) - 1))
+                stats = task.turn_stats(info)
+                ep.turns.append(Turn(answer=text, action=action, reward=float(reward),
+                                     success=bool(stats["success"]), n_tokens=n,
+                                     last_token=len(ep.token_ids) - 1, stats=stats))
                 ep.last_obs, ep.final_info = obs, info
-                ep.success = bool(info["success"])
+                ep.success = bool(stats["success"])
                 if done:
                     ep.done = True
                     continue
-                env_ids = env_turn_ids(tokenizer, feedback_message(obs, info, password, cfg.feedback),
+                env_ids = env_turn_ids(tokenizer, task.feedback(obs, info, action, cfg.feedback),
                                        answer_closed=answer.token_ids[-1] == im_end)
                 ep.token_ids += env_ids
                 ep.policy_mask += [0] * len(env_ids)
@@ -397,15 +431,22 @@ def episodes_to_batch(episodes: Sequence[Episode], pad_id: int) -> TokenBatch:
     return out
 
 
-def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Mean episode return, final rules satisfied, success rate, turns, policy tokens."""
+def summarize(episodes: Sequence[Episode], cfg=None) -> dict[str, Any]:
+    """Mean episode return, success rate, turns, policy tokens; with a TrainConfig ``cfg`` also
+    the task's own numbers (``Task.metrics``: rules satisfied, win rate, ...), scalars only."""
     n = max(len(episodes), 1)
-    return {"reward": sum(ep.total_reward for ep in episodes) / n,
-            "rules_satisfied": sum(ep.rules_satisfied for ep in episodes) / n,
-            "success_rate": sum(ep.success for ep in episodes) / n,
-            "turns": sum(len(ep.turns) for ep in episodes) / n,
-            "policy_tokens": sum(sum(ep.policy_mask) for ep in episodes) / n,
-            "episodes": len(episodes)}
+    out: dict[str, Any] = {"reward": sum(ep.total_reward for ep in episodes) / n,
+                           "success_rate": sum(ep.success for ep in episodes) / n,
+                           "turns": sum(len(ep.turns) for ep in episodes) / n,
+                           "policy_tokens": sum(sum(ep.policy_mask) for ep in episodes) / n,
+                           "episodes": len(episodes)}
+    if cfg is None:  # the Password Game's headline number, as before tasks existed
+        if episodes and "rules_satisfied" in (episodes[0].turns[-1].stats if episodes[0].turns else {}):
+            out["rules_satisfied"] = sum(ep.rules_satisfied for ep in episodes) / n
+        return out
+    extra = get_task(cfg.task).metrics(episodes, cfg)
+    out.update({k: v for k, v in extra.items() if isinstance(v, (int, float))})
+    return out
 
 
 __all__ = ["Answer", "Episode", "LMPolicy", "RolloutConfig", "ScriptedPolicy", "TokenBatch",

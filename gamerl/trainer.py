@@ -51,8 +51,13 @@ from . import ppo
 from .checkpoint import (find_checkpoint, load_checkpoint_state, save_checkpoint,
                          set_rng_state)
 from .config import TrainConfig
-from .evaluate import evaluate, format_table, local_env_factory, reference_rows
-from .models import PolicyWithValue, load_policy, load_reference, positions_from_mask
+from .evaluate import eval_instances, evaluate, format_table, local_env_factory, reference_rows
+from .games import get_task
+from .curriculum import Curriculum
+from .lora import LoraSettings, adapter_disabled, apply_lora, is_peft, load_4bit, load_lora_policy
+from .models import (PolicyWithValue, lm_head, lm_trunk, load_policy, load_reference,
+                     positions_from_mask, unwrap_lm)
+from .replay import FailureReplay
 from .rollout import (Episode, LMPolicy, RolloutConfig, TokenBatch, episodes_to_batch, rollout,
                       summarize)
 from .tracking import EPISODES_JSONL, METRICS_JSONL, Tracker, read_jsonl, save_figures, truncate_jsonl
@@ -77,11 +82,11 @@ def forward_policy(policy: PolicyWithValue, input_ids: torch.Tensor,
     token; log-probs and entropy are 0 elsewhere. In multi-turn games most tokens are prompt and
     feedback, so this skips most of the [B, T, vocab] logits (for Qwen3's 152k vocabulary, most
     of the activation memory)."""
-    hidden = policy.lm.base_model(input_ids=input_ids, attention_mask=attention_mask,
-                                  position_ids=positions_from_mask(attention_mask),
-                                  use_cache=False).last_hidden_state
+    hidden = lm_trunk(policy.lm)(input_ids=input_ids, attention_mask=attention_mask,
+                                 position_ids=positions_from_mask(attention_mask),
+                                 use_cache=False).last_hidden_state
     values = F.pad(policy.value_head(hidden)[:, :-1], (1, 0))  # V(state before token t)
-    head = policy.lm.get_output_embeddings()
+    head = lm_head(policy.lm)
     prev, labels = hidden[:, :-1], input_ids[:, 1:]  # hidden at t-1 predicts token t
     if mask is None:
         logits = head(prev) / temperature
@@ -102,12 +107,19 @@ def forward_policy(policy: PolicyWithValue, input_ids: torch.Tensor,
 @torch.no_grad()
 def reference_logprobs(ref_lm, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                        temperature: float, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """log pi_ref(token t) for every t (or only where ``mask`` is 1, 0 elsewhere)."""
-    hidden = ref_lm.base_model(input_ids=input_ids, attention_mask=attention_mask,
-                               position_ids=positions_from_mask(attention_mask),
-                               use_cache=False).last_hidden_state[:, :-1]
+    """log pi_ref(token t) for every t (or only where ``mask`` is 1, 0 elsewhere).
+
+    With LoRA the reference is the policy's own (peft) model with its adapters switched off:
+    the frozen base weights, with no second copy in memory."""
+    if is_peft(ref_lm):
+        with adapter_disabled(ref_lm):
+            return reference_logprobs(unwrap_lm(ref_lm), input_ids, attention_mask, temperature,
+                                      mask)
+    hidden = lm_trunk(ref_lm)(input_ids=input_ids, attention_mask=attention_mask,
+                              position_ids=positions_from_mask(attention_mask),
+                              use_cache=False).last_hidden_state[:, :-1]
     labels = input_ids[:, 1:]
-    head = ref_lm.get_output_embeddings()
+    head = lm_head(ref_lm)
     if mask is None:
         return F.pad(ppo.logprobs_from_logits(head(hidden) / temperature, labels), (1, 0))
     sel = mask[:, 1:].bool()
@@ -149,9 +161,9 @@ class PPOBatch:
         return {n: getattr(self, n)[idx, :width] for n in names}
 
 
-def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[int],
-            make_env: Callable[[], Any], cfg: TrainConfig) -> PPOBatch:
-    """Play one episode per seed with the current policy, then score every token."""
+def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
+            make_env: Callable[..., Any], cfg: TrainConfig) -> PPOBatch:
+    """Play one episode per instance (seed) with the current policy, then score every token."""
     t0 = time.time()
     rcfg = RolloutConfig.from_train_config(cfg)
     episodes = rollout(LMPolicy(policy.lm, tokenizer, rcfg), tokenizer, seeds, make_env, rcfg)
@@ -174,8 +186,15 @@ def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[int],
         mask=tb.mask, env_rewards=tb.rewards, gen_logprobs=tb.gen_logprobs,
         old_logprobs=torch.cat(old_logprobs).float(), old_values=torch.cat(old_values).float(),
         ref_logprobs=torch.cat(ref_logprobs).float(),
-        group_ids=torch.tensor(seeds, device=policy.device),
+        group_ids=group_ids(seeds).to(policy.device),
         rollout_seconds=t1 - t0, score_seconds=time.time() - t1)
+
+
+def group_ids(instances: list[Any]) -> torch.Tensor:
+    """[B] long: equal ids for equal instances (GRPO's groups: the same game played again)."""
+    keys = [json.dumps(inst, sort_keys=True) for inst in instances]
+    index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    return torch.tensor([index[k] for k in keys], dtype=torch.long)
 
 
 # ----------------------------------------------------------------------------- advantages
@@ -318,15 +337,30 @@ def make_optimizer(policy: PolicyWithValue, cfg: TrainConfig) -> torch.optim.Opt
                              weight_decay=cfg.weight_decay, eps=cfg.adam_eps)
 
 
-def epoch_seeds(cfg: TrainConfig, epoch: int) -> list[int]:
-    """The training games of an epoch: a pure function of (seed, epoch), so a resumed run plays
-    the same games. With GRPO each game is played group_size times."""
+def epoch_seeds(cfg: TrainConfig, epoch: int, stage: Optional[dict] = None,
+                replay=None) -> list[Any]:
+    """The training instances of an epoch: a pure function of (seed, epoch, curriculum stage,
+    replay buffer), so a resumed run plays the same games. Seeds are drawn from the training
+    range and turned into the task's instances (``Task.train_instances``: for OpenSpiel the
+    stage's games and opponent); with failure replay ``replay_fraction`` of them are replaced
+    by replayed failures; with GRPO each game is played group_size times."""
     rng = random.Random(f"{cfg.seed}:{epoch}")
     seeds = cfg.train_seeds()
-    if cfg.advantage_estimator == "grpo":
-        games = [seeds[rng.randrange(len(seeds))] for _ in range(cfg.episodes_per_epoch // cfg.group_size)]
+    grpo = cfg.advantage_estimator == "grpo"
+    n = cfg.episodes_per_epoch // cfg.group_size if grpo else cfg.episodes_per_epoch
+    games = get_task(cfg.task).train_instances(
+        cfg, [seeds[rng.randrange(len(seeds))] for _ in range(n)], stage)
+    if replay is not None and cfg.replay_fraction > 0:
+        games = replay.mix(games, cfg.replay_fraction, rng)
+    if grpo:
         return [g for g in games for _ in range(cfg.group_size)]
-    return [seeds[rng.randrange(len(seeds))] for _ in range(cfg.episodes_per_epoch)]
+    return games
+
+
+def scalars(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The numbers of an evaluation (its lists and per-game tables left out): what a scalar
+    logger takes."""
+    return {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
 
 
 def default_run_dir(cfg: TrainConfig) -> Path:
@@ -343,6 +377,8 @@ class TrainerState:
     best_epoch: int = -1
     skipped_updates: int = 0
     wandb_id: Optional[str] = None
+    curriculum: Optional[dict] = None  # Curriculum.state_dict()
+    replay: Optional[dict] = None  # FailureReplay.state_dict()
 
 
 class Trainer:
@@ -364,6 +400,7 @@ class Trainer:
         hf_logging.disable_progress_bar()
 
         self.cfg = cfg
+        self.task = get_task(cfg.task)
         self.run_dir = Path(run_dir or cfg.out_dir or default_run_dir(cfg))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.make_env = make_env or local_env_factory(cfg)
@@ -393,22 +430,32 @@ class Trainer:
                 self.warmstart_stats = warm_start(lm, tok, cfg, ws_dir, progress=cfg.progress)
                 del lm
             init = str(ws_dir)
-        lm, self.tokenizer = load_policy(init, device=device, dtype=dtype,
-                                         gradient_checkpointing=cfg.gradient_checkpointing,
-                                         attn_implementation=cfg.attn_implementation)
-        # The reference is the policy PPO starts from, frozen: KL measures drift from it.
-        self.reference = load_reference(lm)
-        if last is None:
-            self.policy = PolicyWithValue(lm)
+        self.base_model = init  # what LoRA adapters sit on (and merge into)
+        if cfg.lora:
+            self.policy, self.tokenizer = self._lora_policy(init, last, device, dtype)
+            # The reference is the same model with the adapters off (reference_logprobs).
+            self.reference = self.policy.lm
         else:
-            del lm
-            self.policy = PolicyWithValue.load(last, device=self.reference.device,
-                                               dtype=self.reference.dtype,
-                                               attn_implementation=cfg.attn_implementation)
-            if cfg.gradient_checkpointing:
-                self.policy.lm.gradient_checkpointing_enable(
-                    gradient_checkpointing_kwargs={"use_reentrant": False})
+            lm, self.tokenizer = load_policy(init, device=device, dtype=dtype,
+                                             gradient_checkpointing=cfg.gradient_checkpointing,
+                                             attn_implementation=cfg.attn_implementation)
+            # The reference is the policy PPO starts from, frozen: KL measures drift from it.
+            self.reference = load_reference(lm)
+            if last is None:
+                self.policy = PolicyWithValue(lm)
+            else:
+                del lm
+                self.policy = PolicyWithValue.load(last, device=self.reference.device,
+                                                   dtype=self.reference.dtype,
+                                                   attn_implementation=cfg.attn_implementation)
+                if cfg.gradient_checkpointing:
+                    self.policy.lm.gradient_checkpointing_enable(
+                        gradient_checkpointing_kwargs={"use_reentrant": False})
         self.optimizer = make_optimizer(self.policy, cfg)
+        # What to play: the curriculum's stage (OpenSpiel) and replayed failures.
+        self.curriculum = (Curriculum.from_dict(cfg.curriculum, cfg.curriculum_window)
+                           if cfg.curriculum else None)
+        self.replay = FailureReplay(cfg.replay_capacity) if cfg.replay_fraction > 0 else None
 
         if last is not None:
             saved = load_checkpoint_state(last)
@@ -420,6 +467,10 @@ class Trainer:
                 self.optimizer.load_state_dict(saved["optimizer"])
             self.state = TrainerState(**{k: v for k, v in saved["state"].items()
                                          if k in TrainerState.__dataclass_fields__})
+            if self.curriculum is not None and self.state.curriculum:
+                self.curriculum.load_state_dict(self.state.curriculum)
+            if self.replay is not None and self.state.replay:
+                self.replay.load_state_dict(self.state.replay)
             set_rng_state(saved["rng"])
             for name in (METRICS_JSONL, EPISODES_JSONL):  # forget epochs the kill interrupted
                 truncate_jsonl(self.run_dir / name, self.state.epoch - 1)
@@ -432,21 +483,49 @@ class Trainer:
                                name=self.run_dir.name)
         self.state.wandb_id = self.tracker.run_id
 
+    def _lora_policy(self, init: str, last: Optional[Path], device, dtype):
+        """A LoRA policy on ``init``: fresh adapters, or the checkpoint's (resume). 4-bit base
+        weights with ``load_in_4bit`` (CUDA + bitsandbytes; gamerl.lora says so otherwise)."""
+        cfg = self.cfg
+        if last is not None:
+            policy, tok = load_lora_policy(init, last, trainable=True, device=device, dtype=dtype)
+        else:
+            if cfg.load_in_4bit:
+                lm, tok = load_4bit(init, gradient_checkpointing=cfg.gradient_checkpointing,
+                                    attn_implementation=cfg.attn_implementation)
+            else:
+                lm, tok = load_policy(init, device=device, dtype=dtype,
+                                      gradient_checkpointing=cfg.gradient_checkpointing,
+                                      attn_implementation=cfg.attn_implementation)
+            settings = LoraSettings.from_dict(dict(
+                rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
+                target_modules=cfg.lora_target_modules))
+            policy = PolicyWithValue(apply_lora(lm, settings))
+        return policy, tok
+
+    def stage(self) -> Optional[dict]:
+        """The curriculum's current stage as train_instances takes it (None: no curriculum)."""
+        if self.curriculum is None:
+            return None
+        st = self.curriculum.stage
+        return {"name": st.name, "games": list(st.games), "opponent": st.opponent}
+
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, n: Optional[int] = None, greedy: bool = False) -> dict[str, Any]:
-        return evaluate(self.policy.lm, self.tokenizer, self.cfg.eval_seeds(n), self.cfg,
+        return evaluate(self.policy.lm, self.tokenizer, eval_instances(self.cfg, n), self.cfg,
                         greedy=greedy, make_env=self.make_env, sample_seed=self.cfg.seed + 1234)
 
     # ------------------------------------------------------------------ one epoch
     def train_epoch(self, epoch: int) -> dict[str, Any]:
         """Collect, compute advantages, update: the PPO loop body."""
         cfg = self.cfg
-        batch = collect(self.policy, self.reference, self.tokenizer, epoch_seeds(cfg, epoch),
-                        self.make_env, cfg)
+        instances = epoch_seeds(cfg, epoch, self.stage(), self.replay)
+        batch = collect(self.policy, self.reference, self.tokenizer, instances, self.make_env, cfg)
         adv_stats = compute_advantages(batch, cfg)
         upd_stats = ppo_update(self.policy, self.optimizer, batch, cfg)
+        extra = self.after_epoch(batch.episodes)
 
-        roll = summarize(batch.episodes)
+        roll = summarize(batch.episodes, cfg)
         policy_tokens = float(batch.mask.sum())
         metrics = {"kind": "epoch", "epoch": epoch,
                    **{f"rollout/{k}": v for k, v in roll.items()},
@@ -454,12 +533,35 @@ class Trainer:
                    **{f"update/{k}": v for k, v in upd_stats.items()},
                    "perf/rollout_seconds": batch.rollout_seconds,
                    "perf/rollout_tokens_per_s": policy_tokens / max(batch.rollout_seconds, 1e-9),
-                   "perf/score_seconds": batch.score_seconds}
+                   "perf/score_seconds": batch.score_seconds, **extra}
         self.tracker.log_episodes([ep.record() for ep in batch.episodes], epoch)
         return metrics
 
+    def after_epoch(self, episodes: list[Episode]) -> dict[str, Any]:
+        """Feed the epoch's results to the failure replay (episodes that failed or went badly,
+        with the task's badness as priority) and the curriculum (successes, in order; a stage
+        change is announced). Returns their numbers for the log."""
+        out: dict[str, Any] = {}
+        if self.replay is not None:
+            for ep in episodes:
+                badness = self.task.badness(ep, self.cfg)
+                if not ep.success or badness >= 0.5:
+                    self.replay.add(ep.instance, badness)
+            out.update(self.replay.metrics())
+        if self.curriculum is not None:
+            announcement = self.curriculum.update([ep.success for ep in episodes])
+            if announcement:
+                tqdm.write(announcement)
+            out.update(self.curriculum.metrics())
+            out["curriculum/stage_name"] = self.curriculum.stage.name
+        return out
+
     # ------------------------------------------------------------------ checkpoints
     def save(self, name: str, metrics: Optional[dict[str, Any]] = None) -> Path:
+        if self.curriculum is not None:
+            self.state.curriculum = self.curriculum.state_dict()
+        if self.replay is not None:
+            self.state.replay = self.replay.state_dict()
         return save_checkpoint(self.run_dir / name, self.policy, self.tokenizer, self.optimizer,
                                asdict(self.state), self.cfg.to_dict(), metrics)
 
@@ -470,7 +572,7 @@ class Trainer:
             self.baseline = self.evaluate()
             (self.run_dir / "baseline.json").write_text(json.dumps(self.baseline, indent=2) + "\n")
             self.tracker.log({"kind": "eval", "epoch": -1, "name": "baseline",
-                              **{k: v for k, v in self.baseline.items() if k != "per_rule_pass_rate"}},
+                              **scalars(self.baseline)},
                              step=0)
         bar = tqdm(range(self.state.epoch, cfg.epochs), desc="PPO", disable=not cfg.progress,
                    initial=self.state.epoch, total=cfg.epochs)
@@ -481,7 +583,7 @@ class Trainer:
             metrics["update/skipped_updates_total"] = self.state.skipped_updates
             if cfg.eval_every and (epoch + 1) % cfg.eval_every == 0 and epoch + 1 < cfg.epochs:
                 ev = self.evaluate()
-                metrics.update({f"eval/{k}": v for k, v in ev.items() if k != "per_rule_pass_rate"})
+                metrics.update({f"eval/{k}": v for k, v in scalars(ev).items()})
             # best/: the highest held-out reward when evaluating during training, else the
             # highest training-batch reward (free, noisier).
             score = metrics.get("eval/reward", metrics["rollout/reward"])
@@ -492,30 +594,32 @@ class Trainer:
             if (epoch + 1) % cfg.save_every == 0 or epoch + 1 == cfg.epochs:
                 self.save("last", metrics)
             bar.set_postfix(reward=f"{metrics['rollout/reward']:.2f}",
-                            rules=f"{metrics['rollout/rules_satisfied']:.2f}",
+                            **{k.split("_")[0]: f"{metrics[f'rollout/{k}']:.2f}"
+                               for k in self.task.headline if f"rollout/{k}" in metrics},
                             success=f"{metrics['rollout/success_rate']:.0%}",
                             kl=f"{metrics['adv/kl_ref']:.3f}")
 
         final = self.evaluate()
-        refs = reference_rows(self.tokenizer, cfg.eval_seeds(), cfg, self.make_env)
+        refs = reference_rows(self.tokenizer, eval_instances(cfg), cfg, self.make_env)
         rows = {"baseline": self.baseline, "final": final, **refs}
         summary = {"config": cfg.to_dict(), "run_dir": str(self.run_dir),
-                   "baseline": self.baseline, "final": final, "solver": refs["solver"],
-                   "random": refs["random"], "eval_seeds": [cfg.eval_seed_start,
+                   "baseline": self.baseline, "final": final, **refs,
+                   "references": list(refs), "eval_seeds": [cfg.eval_seed_start,
                                                            cfg.eval_seed_start + cfg.eval_episodes],
                    "epochs": self.state.epoch, "best_epoch": self.state.best_epoch,
                    "skipped_updates": self.state.skipped_updates,
                    "warmstart": self.warmstart_stats,
                    "train_seconds_this_process": time.time() - t_start}
         self.tracker.log({"kind": "eval", "epoch": self.state.epoch, "name": "final",
-                          **{k: v for k, v in final.items() if k != "per_rule_pass_rate"}},
+                          **scalars(final)},
                          step=self.state.epoch + 1)
         summary["figures"] = [p.name for p in save_figures(
-            self.run_dir, read_jsonl(self.run_dir / METRICS_JSONL), self.baseline, final)]
+            self.run_dir, read_jsonl(self.run_dir / METRICS_JSONL), self.baseline, final,
+            headline=(self.task.headline or ("reward",))[0])]
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        self.tracker.summary({f"final/{k}": v for k, v in final.items() if k != "per_rule_pass_rate"})
+        self.tracker.summary({f"final/{k}": v for k, v in scalars(final).items()})
         self.tracker.finish()
-        summary["table"] = format_table(rows)
+        summary["table"] = format_table(rows, self.task.headline)
         return summary
 
 

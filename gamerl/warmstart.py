@@ -79,20 +79,23 @@ def demo_password(rng: random.Random, num_rules: int, p: float) -> str:
 
 
 def demonstrations(cfg, tokenizer, seed: int) -> list[tuple[list[int], list[int]]]:
-    """``warmstart_examples`` demonstration episodes on training seeds, as (token_ids, mask).
+    """``warmstart_examples`` demonstration episodes on training instances, as (token_ids, mask).
 
-    They are played through ``rollout`` by a scripted policy that answers every turn with a fresh
-    ``demo_password``, against the real game: so later turns see exactly the feedback messages a
-    rollout shows, and the model learns to answer them in the same format (mask 1 = answer
-    tokens, the only ones with a loss)."""
+    They are played through ``rollout`` by a scripted policy that answers every turn with the
+    task's demonstration answer (``Task.demo``: for the Password Game a fresh ``demo_password``;
+    for Wordle a random answer word; for OpenSpiel a random legal move), against the real game:
+    so later turns see exactly the feedback messages a rollout shows, and the model learns to
+    answer them in the same format (mask 1 = answer tokens, the only ones with a loss)."""
     from .evaluate import local_env_factory
+    from .games import get_task
     from .rollout import RolloutConfig, ScriptedPolicy, rollout
 
+    task = get_task(cfg.task)
     rng = random.Random(seed)
     seeds = cfg.train_seeds()
-    games = [seeds[rng.randrange(len(seeds))] for _ in range(cfg.warmstart_examples)]
-    demo = ScriptedPolicy(tokenizer, lambda ep: demo_password(rng, cfg.num_rules,
-                                                              cfg.warmstart_extra_prob))
+    games = task.train_instances(
+        cfg, [seeds[rng.randrange(len(seeds))] for _ in range(cfg.warmstart_examples)], None)
+    demo = ScriptedPolicy(tokenizer, task.demo(cfg, rng))
     episodes = rollout(demo, tokenizer, games, local_env_factory(cfg),
                        RolloutConfig.from_train_config(cfg))
     return [(ep.token_ids, ep.policy_mask) for ep in episodes]
@@ -118,7 +121,8 @@ def sft_loss(lm, batch: list[tuple[list[int], list[int]]], pad_id: int) -> torch
 
 
 def _marker(cfg) -> dict[str, Any]:
-    keys = ("model", "seed", "num_rules", "max_steps", "system_prompt", "warmstart_examples",
+    keys = ("model", "task", "task_config", "seed", "num_rules", "max_steps", "system_prompt",
+            "warmstart_examples",
             "warmstart_steps", "warmstart_batch_size", "warmstart_lr", "warmstart_extra_prob",
             "train_seed_start", "train_seed_count")
     return {k: getattr(cfg, k) for k in keys}

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping
 
+from gamerl.games import extract_guess, get_task, wordle_feedback
 from gamerl.rollout import extract_password, feedback_message, first_messages
 
 __all__ = ["AGENT_NAME", "GAMES", "GameSpec", "deep_merge", "extract_guess", "get_game",
@@ -111,7 +111,6 @@ def deep_merge(base: dict, overrides: Mapping[str, Any]) -> dict:
 
 
 def _password_spec() -> GameSpec:
-    from gamerl.config import TrainConfig
     from tasks.password_game import GameConfig, LocalPasswordGameEnv, make_instance, solve
 
     def defaults() -> dict:
@@ -123,7 +122,7 @@ def _password_spec() -> GameSpec:
 
     return GameSpec(
         name="password_game", title="Password Game",
-        system_prompt=TrainConfig.system_prompt,  # the same as our own trainer's
+        system_prompt=get_task("password_game").system_prompt,  # our trainer's
         _defaults=defaults, _config_cls=GameConfig, _make_env=LocalPasswordGameEnv,
         extract=extract_password,
         feedback=lambda obs, info, action: feedback_message(obs, info, action, "compact"),
@@ -132,37 +131,12 @@ def _password_spec() -> GameSpec:
 
 # ----------------------------------------------------------------------------- Wordle
 
-_GUESS_MARK = re.compile(r"guess\s*:", re.IGNORECASE)
-_EMPHASIS = "*_"
-_TRAILING = ".!?"
-
-
-def extract_guess(answer: str) -> str:
-    """The guess in a model's answer: ``extract_password``'s rule with ``Guess:`` as a marker
-    too, then emphasis (``*``, ``_``) around the word and trailing ``.!?`` removed. The game
-    itself lowercases and strips whitespace (``tasks.wordle.normalize_guess``)."""
-    word = extract_password(_GUESS_MARK.sub("Password:", answer))
-    word = word.strip(_EMPHASIS).rstrip(_TRAILING).strip(_EMPHASIS).strip()
-    return word
-
-
-def wordle_feedback(obs: Mapping[str, Any], info: Mapping[str, Any], action: str) -> str:
-    """The observation after a guess without the instructions paragraph (already in the first
-    message): the board (invalid guesses say why), the letters, the guesses left."""
-    from tasks.wordle.game import INSTRUCTIONS
-
-    text = obs["text"]
-    if text.startswith(INSTRUCTIONS):
-        text = text[len(INSTRUCTIONS):].lstrip("\n")
-    return text
-
-
 def _wordle_spec() -> GameSpec:
     from tasks.wordle import LocalWordleEnv, WordleConfig, make_instance
 
     return GameSpec(
         name="wordle", title="Wordle",
-        system_prompt="You are playing Wordle. Reply with your next guess only: one 5-letter word.",
+        system_prompt=get_task("wordle").system_prompt,
         _defaults=lambda: asdict(WordleConfig()), _config_cls=WordleConfig,
         _make_env=LocalWordleEnv, extract=extract_guess, feedback=wordle_feedback,
         _secret=lambda seed, config: make_instance(seed).answer,
