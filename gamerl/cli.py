@@ -1,10 +1,15 @@
-"""Command line: ``python -m gamerl {train, evaluate, build-tiny}``.
+"""Command line: ``python -m gamerl {train, evaluate, merge, configure, build-tiny}``.
 
     python -m gamerl train --preset tiny                      # warm start, baseline, PPO, summary
     python -m gamerl train --preset tiny --epochs 5 --set lr=3e-4 --set num_rules=5
     python -m gamerl train --preset tiny --out checkpoints/run1 --resume   # continue a killed run
+    python -m gamerl train --task wordle --preset tiny         # the other games
+    python -m gamerl train --task openspiel --config config/train_config.json  # + env_config.json
     python -m gamerl evaluate --checkpoint checkpoints/run1/best --episodes 64
+    python -m gamerl evaluate --checkpoint RUN/best --num_episodes 100 --opponent mcts  # OpenSpiel
     python -m gamerl train --preset tiny --env-url http://127.0.0.1:8000   # games over HTTP
+    python -m gamerl merge --base MODEL --adapters RUN/best --output merged/   # LoRA -> standalone
+    python -m gamerl configure                                 # writes config/*.json interactively
     python -m gamerl build-tiny
 
 ``--set NAME=VALUE`` overrides any TrainConfig field (repeatable); the common ones have flags.
@@ -34,6 +39,7 @@ def _quiet_transformers() -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from .config import TrainConfig, coerce_override, get_config
+    from .games import get_task
     from .trainer import Trainer, default_run_dir
 
     overrides = {}
@@ -55,39 +61,68 @@ def _train(args: argparse.Namespace) -> int:
         if not runs:
             raise SystemExit("--resume: no run directory found; pass --out DIR")
         out = runs[-1]
+    env_url = args.env_url
     if args.resume and out is not None and (out / "config.json").exists():
         # A resumed run keeps its own settings; only flags given now change them (e.g. --epochs).
         cfg = TrainConfig.load(out / "config.json").replace(**overrides)
+    elif args.config:  # the JSON files (gamerl/jsonconfig.py), then the flags
+        from .jsonconfig import load_run_config
+
+        base = get_config(args.preset, task=args.task or "openspiel")
+        cfg, url = load_run_config(args.config, args.env_config, base=base)
+        if args.task and cfg.task != args.task:
+            raise SystemExit(f"--task {args.task} but {args.config} configures {cfg.task}")
+        cfg = cfg.replace(**overrides) if overrides else cfg
+        env_url = env_url or url
+        if out is None and cfg.out_dir:
+            out = Path(cfg.out_dir)
     else:
-        cfg = get_config(args.preset, **overrides)
+        cfg = get_config(args.preset, task=args.task or "password_game", **overrides)
     out = out or default_run_dir(cfg)
     cfg = cfg.replace(out_dir=str(out))
     print(f"run directory: {out}", flush=True)
     t0 = time.time()
     make_env = None
-    if args.env_url:
+    if env_url:
         from .evaluate import http_env_factory
-        make_env = http_env_factory(cfg, args.env_url)
+        make_env = http_env_factory(cfg, env_url)
     trainer = Trainer(cfg, out, resume=args.resume, make_env=make_env)
     summary = trainer.train()
     wall = time.time() - t0
     print()
     print(summary["table"])
     b, f = summary["baseline"], summary["final"]
-    print(f"\nheld-out games: {f['episodes']} (seeds {summary['eval_seeds'][0]}.."
-          f"{summary['eval_seeds'][1] - 1}); rules satisfied {b['rules_satisfied']:.2f} -> "
-          f"{f['rules_satisfied']:.2f}, success {b['success_rate']:.1%} -> {f['success_rate']:.1%}, "
-          f"reward {b['reward']:.2f} -> {f['reward']:.2f}")
+    changes = [f"{k.replace('_', ' ')} {b[k]:.2f} -> {f[k]:.2f}"
+               for k in get_task(cfg.task).headline if isinstance(f.get(k), (int, float))]
+    print(f"\n{cfg.task}, held-out games: {f['episodes']} (seeds {summary['eval_seeds'][0]}.."
+          f"{summary['eval_seeds'][1] - 1}); " + ", ".join(
+              changes + [f"success {b['success_rate']:.1%} -> {f['success_rate']:.1%}",
+                         f"reward {b['reward']:.2f} -> {f['reward']:.2f}"]))
     print(f"wall time {wall:.0f}s; summary: {out / 'summary.json'}; figures: "
           + ", ".join(summary["figures"]))
     return 0
 
 
+def load_checkpoint_lm(ckpt: Path, cfg, device=None):
+    """(lm, tokenizer) of a checkpoint directory: a full model, or LoRA adapters (then on top of
+    the run's base: its warm-start model if it had one, else ``cfg.model``)."""
+    from .models import load_policy
+
+    if (ckpt / "adapter_config.json").exists():
+        from .lora import load_lora_policy
+
+        base = ckpt.parent / "warmstart" if cfg.warmstart else None
+        base = str(base) if base is not None and base.exists() else cfg.model
+        policy, tok = load_lora_policy(base, ckpt, trainable=False, device=device)
+        return policy.lm, tok
+    return load_policy(str(ckpt), device=device)
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from .checkpoint import CONFIG_FILE
     from .config import TrainConfig
-    from .evaluate import evaluate, format_table, reference_rows
-    from .models import load_policy
+    from .evaluate import eval_instances, evaluate, format_table, reference_rows
+    from .games import get_task
 
     ckpt = Path(args.checkpoint)
     cfg_file = ckpt / CONFIG_FILE
@@ -98,21 +133,48 @@ def _evaluate(args: argparse.Namespace) -> int:
     cfg = TrainConfig.load(cfg_file)
     if args.device:
         cfg = cfg.replace(device=args.device)
-    lm, tok = load_policy(str(ckpt), device=cfg.device)
-    seeds = cfg.eval_seeds(args.episodes)
+    if (args.opponent or args.games) and cfg.task != "openspiel":
+        raise SystemExit(f"--opponent/--games are for OpenSpiel runs; this run's task is {cfg.task}")
+    lm, tok = load_checkpoint_lm(ckpt, cfg, device=cfg.device)
     make_env = None
     if args.env_url:
         from .evaluate import http_env_factory
         make_env = http_env_factory(cfg, args.env_url)
+    if cfg.task == "openspiel":
+        from .openspiel_eval import evaluate_openspiel, format_outcome_table
+
+        rows = evaluate_openspiel(lm, tok, cfg, args.episodes or 100,
+                                  args.opponent or cfg.task_config.get("opponent", "random"),
+                                  games=args.games.split(",") if args.games else None,
+                                  greedy=args.greedy, make_env=make_env)
+        print(format_outcome_table(rows))
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+        return 0
+    seeds = eval_instances(cfg, args.episodes)
     res = evaluate(lm, tok, seeds, cfg, greedy=args.greedy, sample_seed=cfg.seed + 1234,
                    make_env=make_env)
     rows = {"policy": res, **reference_rows(tok, seeds, cfg, make_env)}
-    print(format_table(rows))
-    print("per-rule pass rate (policy):",
-          " ".join(f"{i + 1}:{r:.2f}" for i, r in enumerate(res["per_rule_pass_rate"])))
+    print(format_table(rows, get_task(cfg.task).headline))
+    if "per_rule_pass_rate" in res:
+        print("per-rule pass rate (policy):",
+              " ".join(f"{i + 1}:{r:.2f}" for i, r in enumerate(res["per_rule_pass_rate"])))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
     return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from .lora import merge_adapters
+
+    print(merge_adapters(args.base, args.adapters, args.output))
+    return 0
+
+
+def _configure(args: argparse.Namespace) -> int:
+    from .configure import configure_main
+
+    return configure_main(args)
 
 
 def _build_tiny(args: argparse.Namespace) -> int:
@@ -125,6 +187,7 @@ def _build_tiny(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from .config import PRESETS
+    from .games import TASKS
 
     parser = argparse.ArgumentParser(prog="python -m gamerl", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -132,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
 
     t = sub.add_parser("train", help="warm start (if set), baseline eval, PPO, final eval")
     t.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
+    t.add_argument("--task", choices=sorted(TASKS),
+                   help="the game (default password_game; openspiel with --config)")
+    t.add_argument("--config", help="train_config.json (python -m gamerl configure writes it)")
+    t.add_argument("--env-config", dest="env_config",
+                   help="env_config.json (default: the one next to --config)")
     t.add_argument("--out", help="run directory (default checkpoints/<preset>-<timestamp>)")
     t.add_argument("--resume", action="store_true", help="continue from OUT/last")
     t.add_argument("--epochs", type=int)
@@ -150,12 +218,29 @@ def main(argv: list[str] | None = None) -> int:
 
     e = sub.add_parser("evaluate", help="evaluate a checkpoint on held-out games")
     e.add_argument("--checkpoint", required=True, help="a best/ or last/ directory")
-    e.add_argument("--episodes", type=int, help="held-out games (default: the run's eval_episodes)")
+    e.add_argument("--episodes", "--num_episodes", "--num-episodes", dest="episodes", type=int,
+                   help="held-out games (default: the run's eval_episodes; OpenSpiel: per game, "
+                   "default 100)")
+    e.add_argument("--opponent", choices=["random", "mcts"], help="OpenSpiel: the opponent bot")
+    e.add_argument("--games", help="OpenSpiel: comma-separated games (default: the run's)")
     e.add_argument("--greedy", action="store_true", help="argmax decoding instead of sampling")
     e.add_argument("--device")
     e.add_argument("--json", help="also write the rows to this JSON file")
     e.add_argument("--env-url", help="play through a Password Game server at this URL")
     e.set_defaults(fn=_evaluate)
+
+    m = sub.add_parser("merge", help="merge LoRA adapters into a standalone model")
+    m.add_argument("--base", required=True, help="the base model the adapters were trained on "
+                   "(tiny, a hub id, or a directory such as RUN/warmstart)")
+    m.add_argument("--adapters", required=True, help="a LoRA checkpoint (RUN/best or RUN/last)")
+    m.add_argument("--output", required=True, help="directory for the merged model")
+    m.set_defaults(fn=_merge)
+
+    c = sub.add_parser("configure", help="write config/train_config.json and env_config.json "
+                       "interactively")
+    c.add_argument("--out", default="config", help="directory for the two files")
+    c.add_argument("--defaults", action="store_true", help="write the defaults, ask nothing")
+    c.set_defaults(fn=_configure)
 
     b = sub.add_parser("build-tiny", help="build (or check) the embedded tiny model")
     b.add_argument("--out", help="directory (default $GAMERL_TINY_DIR or checkpoints/tiny)")
