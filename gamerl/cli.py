@@ -57,7 +57,7 @@ def _train(args: argparse.Namespace) -> int:
         overrides["progress"] = False
     out = Path(args.out) if args.out else None
     if args.resume and out is None:  # the most recent run of this preset
-        runs = sorted(Path("checkpoints").glob(f"{args.preset}-*"), key=os.path.getmtime)
+        runs = sorted(Path("checkpoints").glob(f"{args.preset or 'tiny'}-*"), key=os.path.getmtime)
         if not runs:
             raise SystemExit("--resume: no run directory found; pass --out DIR")
         out = runs[-1]
@@ -68,7 +68,8 @@ def _train(args: argparse.Namespace) -> int:
     elif args.config:  # the JSON files (gamerl/jsonconfig.py), then the flags
         from .jsonconfig import load_run_config
 
-        base = get_config(args.preset, task=args.task or "openspiel")
+        # The file's own "preset" picks the starting settings unless --preset is given.
+        base = get_config(args.preset, task=args.task or "openspiel") if args.preset else None
         cfg, url = load_run_config(args.config, args.env_config, base=base)
         if args.task and cfg.task != args.task:
             raise SystemExit(f"--task {args.task} but {args.config} configures {cfg.task}")
@@ -77,7 +78,7 @@ def _train(args: argparse.Namespace) -> int:
         if out is None and cfg.out_dir:
             out = Path(cfg.out_dir)
     else:
-        cfg = get_config(args.preset, task=args.task or "password_game", **overrides)
+        cfg = get_config(args.preset or "tiny", task=args.task or "password_game", **overrides)
     out = out or default_run_dir(cfg)
     cfg = cfg.replace(out_dir=str(out))
     print(f"run directory: {out}", flush=True)
@@ -98,6 +99,10 @@ def _train(args: argparse.Namespace) -> int:
           f"{summary['eval_seeds'][1] - 1}); " + ", ".join(
               changes + [f"success {b['success_rate']:.1%} -> {f['success_rate']:.1%}",
                          f"reward {b['reward']:.2f} -> {f['reward']:.2f}"]))
+    samples = out / "samples_final.md"
+    if samples.exists():
+        print("\nsample held-out episodes (final policy; all of them in " f"{samples}):")
+        print(samples.read_text().split("\n", 2)[-1].strip())
     print(f"wall time {wall:.0f}s; summary: {out / 'summary.json'}; figures: "
           + ", ".join(summary["figures"]))
     return 0
@@ -194,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="warm start (if set), baseline eval, PPO, final eval")
-    t.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
+    t.add_argument("--preset", choices=sorted(PRESETS), help="default tiny (with --config: the "
+                   "file's own preset)")
     t.add_argument("--task", choices=sorted(TASKS),
                    help="the game (default password_game; openspiel with --config)")
     t.add_argument("--config", help="train_config.json (python -m gamerl configure writes it)")
@@ -238,8 +244,9 @@ def main(argv: list[str] | None = None) -> int:
 
     c = sub.add_parser("configure", help="write config/train_config.json and env_config.json "
                        "interactively")
-    c.add_argument("--out", default="config", help="directory for the two files")
-    c.add_argument("--defaults", action="store_true", help="write the defaults, ask nothing")
+    from .configure import add_arguments as add_configure_arguments
+
+    add_configure_arguments(c)
     c.set_defaults(fn=_configure)
 
     b = sub.add_parser("build-tiny", help="build (or check) the embedded tiny model")

@@ -1,0 +1,312 @@
+"""``python -m gamerl configure``: a few questions, then config/train_config.json and
+config/env_config.json (gamerl/jsonconfig.py) for ``python -m gamerl train --config``.
+
+    python -m gamerl.configure                    # interactive; defaults in [brackets]
+    python -m gamerl.configure --defaults         # no questions: the committed defaults
+    python -m gamerl.configure --out my_run --defaults --force
+
+Every answer is checked by building the TrainConfig with it (a bad answer is explained and the
+question asked again); existing files are only overwritten after a yes (``--force`` with
+``--defaults``). The defaults are the committed config/*.json: the embedded ``tiny`` model on
+the CPU with LoRA (rank 8), the default curriculum, failure replay 0.3 and the easy stage's
+games (``default_config()``; tests/test_jsonconfig.py checks they never drift apart).
+
+For gamerl/cli.py: ``add_arguments(parser)`` adds ``--out``, ``--defaults`` and ``--force`` to
+a (sub)parser, and ``configure_main(args)`` takes that namespace or an argv list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shlex
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, Union
+
+from .config import TrainConfig, get_config
+from .games import OPENSPIEL_DEFAULTS
+from .jsonconfig import ENV_FILE, TRAIN_FILE, config_to_json, dumps, write_run_config
+
+Ask = Callable[[str], str]
+Say = Callable[[str], Any]
+
+DEFAULT_OUT = "config"
+MAX_ATTEMPTS = 20  # a scripted or broken input that keeps failing stops instead of looping
+QWEN = "Qwen/Qwen3-0.6B"
+YES, NO = ("y", "yes", "true", "1", "on"), ("n", "no", "false", "0", "off")
+
+__all__ = ["add_arguments", "configure_main", "default_config", "main", "run_wizard"]
+
+
+class WizardCancelled(SystemExit):
+    """The user declined to overwrite and gave no other directory, or input ended."""
+
+
+def _openspiel_env(games: Sequence[str], opponent: str = "random",
+                   mcts_simulations: Optional[int] = None) -> dict:
+    """A task_config with every environment setting written out (so the file shows them)."""
+    return {**OPENSPIEL_DEFAULTS, "games": list(games), "opponent": opponent,
+            "mcts_simulations": mcts_simulations or OPENSPIEL_DEFAULTS["mcts_simulations"],
+            "reward": {"scale": None, "illegal_move_penalty": 0.0, "legal_move_bonus": 0.0}}
+
+
+def _easy_games() -> list[str]:
+    from .curriculum import default_stages
+
+    return list(default_stages()[0].games)
+
+
+def default_config(model: str = "tiny") -> TrainConfig:
+    """The wizard's defaults (and the committed config/*.json for ``tiny``): the preset for
+    ``model`` (``tiny``; anything else: ``qwen3-0.6b`` with that model) on task openspiel, with
+    LoRA (rank 8 for tiny, 16 otherwise; alpha 2 x rank), the default curriculum, failure replay
+    0.3 of 1000, 8 new tokens per move and the easy stage's games against the random bot."""
+    preset = "tiny" if model == "tiny" else "qwen3-0.6b"
+    rank = 8 if model == "tiny" else 16
+    return get_config(preset, task="openspiel").replace(
+        model=model, lora=True, lora_rank=rank, lora_alpha=2 * rank,
+        curriculum="default", replay_fraction=0.3, replay_capacity=1000, max_new_tokens=8,
+        task_config=_openspiel_env(_easy_games()))
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # no torch or a broken CUDA setup: no GPU for us
+        return False
+
+
+def _yes_no(answer: str) -> bool:
+    a = answer.strip().lower()
+    if a in YES:
+        return True
+    if a in NO:
+        return False
+    raise ValueError("please answer yes or no")
+
+
+def _int_at_least(low: int) -> Callable[[str], int]:
+    def parse(answer: str) -> int:
+        try:
+            value = int(answer)
+        except ValueError:
+            raise ValueError(f"expected a whole number, got {answer!r}") from None
+        if value < low:
+            raise ValueError(f"expected a number >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _choice(options: Sequence[str]) -> Callable[[str], str]:
+    def parse(answer: str) -> str:
+        a = answer.strip().lower()
+        if a not in options:
+            raise ValueError(f"choose one of: {', '.join(options)}")
+        return a
+
+    return parse
+
+
+def _parse_games(answer: str) -> list[str]:
+    from tasks.openspiel.games import GAMES
+
+    games = []
+    for name in (g.strip().lower() for g in answer.replace(" ", ",").split(",")):
+        if name and name not in games:
+            games.append(name)
+    if not games:
+        raise ValueError("name at least one game")
+    unknown = [g for g in games if g not in GAMES]
+    if unknown:
+        raise ValueError(f"unknown game{'s' if len(unknown) > 1 else ''} "
+                         f"{', '.join(unknown)}; choose from: {', '.join(GAMES)}")
+    return games
+
+
+def _parse_model(answer: str) -> str:
+    a = answer.strip()
+    if a.lower() in ("tiny", "qwen", "qwen3", "qwen3-0.6b", QWEN.lower()):
+        return "tiny" if a.lower() == "tiny" else QWEN
+    path = Path(a).expanduser()
+    looks_local = a.startswith((".", "/", "~")) or a.count("/") != 1
+    if looks_local and not path.is_dir():
+        raise ValueError(f"{a!r}: not 'tiny', a hub id like {QWEN} or an existing model "
+                         "directory")
+    return str(path) if path.is_dir() else a
+
+
+def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = DEFAULT_OUT,
+               accept_defaults: bool = False, *, overwrite: Optional[bool] = None,
+               cuda: Optional[bool] = None) -> tuple[Path, Path]:
+    """Ask, validate, write ``out_dir/train_config.json`` and ``out_dir/env_config.json``.
+
+    ``ask(prompt) -> answer`` (``input``; an empty answer takes the default in brackets) and
+    ``say(text)`` (``print``) make it scriptable. ``accept_defaults``: no questions at all.
+    ``overwrite``: None asks before replacing existing files that differ (refuses with
+    ``accept_defaults``); True / False decide without asking. ``cuda``: None detects it
+    (``torch.cuda.is_available()``). Returns the two paths written.
+    """
+    cuda = _cuda_available() if cuda is None else cuda
+
+    def question(prompt: str, default: Any, parse: Callable[[str], Any], *,
+                 validate: Optional[Callable[[Any], Any]] = None, shown: Optional[str] = None):
+        """The answer (parsed, then checked by ``validate``, which may raise ValueError); on a
+        bad answer say why and ask again."""
+        if accept_defaults:
+            return default
+        text = shown if shown is not None else (
+            "yes" if default is True else "no" if default is False else
+            ",".join(default) if isinstance(default, list) else str(default))
+        for _ in range(MAX_ATTEMPTS):
+            try:
+                answer = ask(f"{prompt} [{text}]: ")
+            except EOFError:
+                raise WizardCancelled("configure: input ended; nothing written") from None
+            answer = (answer or "").strip()
+            try:
+                value = default if not answer else parse(answer)
+                if validate is not None:
+                    validate(value)
+                return value
+            except ValueError as e:
+                say(f"  {e}")
+        raise ValueError(f"configure: no valid answer to {prompt!r} after {MAX_ATTEMPTS} tries")
+
+    def checked(cfg: TrainConfig, **changes: Any) -> TrainConfig:
+        """``cfg`` with ``changes`` (TrainConfig validates them: ValueError re-asks)."""
+        return cfg.replace(**changes)
+
+    say("gamerl configure: PPO on OpenSpiel games. Press Enter to take the [default].")
+    # -- model: picks the preset the rest starts from
+    model = question("Model: tiny (embedded, CPU, minutes), Qwen/Qwen3-0.6B (GPU) or a model "
+                     "directory", "tiny", _parse_model)
+    cfg = default_config(model)
+    if model != "tiny":
+        say(f"  starting from the {cfg.preset} preset (lr {cfg.lr:g}, no warm start, "
+            "gradient checkpointing)")
+    # -- 4-bit weights
+    if not cuda:
+        say("  no CUDA GPU found (torch.cuda.is_available() is False): 4-bit loading "
+            "(QLoRA, bitsandbytes) needs one, so use_4bit stays off"
+            + ("; the tiny model runs on the CPU anyway." if model == "tiny" else
+               "; a real-size model on the CPU is only good for a smoke test."))
+    else:
+        has_bnb = importlib.util.find_spec("bitsandbytes") is not None
+        if not has_bnb:
+            say("  bitsandbytes is not installed (pip install '.[gpu]'): 4-bit loading needs it")
+        four_bit = question("GPU found: load the model in 4 bits (QLoRA; saves GPU memory)?",
+                            has_bnb and model != "tiny", _yes_no)
+        if four_bit:
+            cfg = checked(cfg, lora=True, load_in_4bit=True)
+            say("  4-bit weights cannot be trained directly: LoRA is on")
+    # -- LoRA
+    if not cfg.load_in_4bit:
+        cfg = checked(cfg, lora=question("Train LoRA adapters (peft) instead of every weight?",
+                                         True, _yes_no))
+    if cfg.lora:
+        rank = question("LoRA rank", cfg.lora_rank, _int_at_least(1),
+                        validate=lambda r: checked(cfg, lora_rank=r))
+        cfg = checked(cfg, lora_rank=rank, lora_alpha=2 * rank)
+    # -- the environment
+    from tasks.openspiel.games import GAMES
+
+    say(f"  games: {', '.join(GAMES)}")
+    games = question("Games to play (comma-separated)", list(cfg.task_config["games"]),
+                     _parse_games)
+    opponent = question("Opponent: random or mcts", "random", _choice(("random", "mcts")))
+    sims = None
+    if opponent == "mcts":
+        sims = question("MCTS simulations per move", OPENSPIEL_DEFAULTS["mcts_simulations"],
+                        _int_at_least(1))
+    cfg = checked(cfg, task_config=_openspiel_env(games, opponent, sims))
+    # -- curriculum and replay
+    curriculum = question("Curriculum: easy -> medium -> hard stages, advancing on the win "
+                          "rate? (training then plays the stages' games; the games above are "
+                          "the held-out evaluation's)", True, _yes_no)
+    cfg = checked(cfg, curriculum="default" if curriculum else None)
+    replay = question("Failure replay: replay 30% of each epoch's games from recent "
+                      "failures?", True, _yes_no)
+    cfg = checked(cfg, replay_fraction=0.3 if replay else 0.0)
+    # -- how long
+    cfg = checked(cfg, epochs=question("Epochs", cfg.epochs, _int_at_least(0),
+                                       validate=lambda n: checked(cfg, epochs=n)))
+    cfg = checked(cfg, episodes_per_epoch=question(
+        "Episodes per epoch", cfg.episodes_per_epoch, _int_at_least(2),
+        validate=lambda n: checked(cfg, episodes_per_epoch=n)))
+    # -- logging and where the run goes
+    cfg = checked(cfg, wandb_mode=question(
+        "Weights & Biases: offline, online or disabled (disabled: a local tensorboard log)",
+        cfg.wandb_mode, _choice(("offline", "online", "disabled"))))
+    run_dir = question("Run directory for checkpoints (auto: checkpoints/<preset>-<time>)", None,
+                       lambda a: None if a.lower() in ("auto", "none", "null") else a,
+                       shown="auto")
+    cfg = checked(cfg, out_dir=run_dir)
+
+    # -- write
+    out = Path(out_dir)
+    while True:
+        train_path, env_path = out / TRAIN_FILE, out / ENV_FILE
+        train, env = config_to_json(cfg)
+        differ = [p for p, obj in ((train_path, train), (env_path, env))
+                  if p.exists() and p.read_text() != dumps(obj)]
+        if not differ or overwrite is True:
+            break
+        names = " and ".join(str(p) for p in differ)
+        exist = "exists" if len(differ) == 1 else "exist"
+        if overwrite is False or (overwrite is None and accept_defaults):
+            raise WizardCancelled(f"configure: {names} already {exist} with other content; not "
+                                  "overwritten (--force to replace)")
+        if question(f"{names} already {exist}. Overwrite?", False, _yes_no):
+            break
+        other = question("Write to which directory instead? (empty: cancel)", "", str, shown="")
+        if not other:
+            raise WizardCancelled("configure: cancelled; nothing written")
+        out = Path(other)
+    train_path, env_path = write_run_config(cfg, out)
+    say(f"wrote {train_path} and {env_path}")
+    command = ["python", "-m", "gamerl", "train", "--task", "openspiel", "--config",
+               str(train_path)]
+    say("run it with:\n  " + " ".join(shlex.quote(c) for c in command))
+    return train_path, env_path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``--out``, ``--defaults``, ``--force`` (for ``python -m gamerl configure``)."""
+    parser.add_argument("--out", default=DEFAULT_OUT,
+                        help=f"directory for {TRAIN_FILE} and {ENV_FILE} (default: config)")
+    parser.add_argument("--defaults", action="store_true",
+                        help="ask nothing: write the defaults (the committed config/*.json)")
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite existing files without asking")
+    return parser
+
+
+def configure_main(args: Union[argparse.Namespace, Sequence[str], None] = None) -> int:
+    """Run the wizard from parsed arguments (``add_arguments``) or an argv list; 0 on success,
+    1 when cancelled (the reason is printed)."""
+    if not isinstance(args, argparse.Namespace):
+        parser = add_arguments(argparse.ArgumentParser(
+            prog="python -m gamerl configure",
+            description="Write config/train_config.json and config/env_config.json."))
+        args = parser.parse_args(list(args) if args is not None else None)
+    try:
+        run_wizard(out_dir=args.out, accept_defaults=args.defaults,
+                   overwrite=True if args.force else None)
+    except WizardCancelled as e:
+        print(e.code)
+        return 1
+    except KeyboardInterrupt:
+        print("\nconfigure: interrupted; nothing written")
+        return 1
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    return configure_main(list(argv) if argv is not None else None)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

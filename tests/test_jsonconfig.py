@@ -1,0 +1,283 @@
+"""gamerl.jsonconfig and gamerl.configure: the committed config/*.json load into the intended
+TrainConfig, unknown keys and bad values are errors naming file and key, config_to_json is the
+exact inverse of load_run_config, http execution returns the URL, the wizard (scripted answers,
+a bad game name re-asked) writes files that load, and ``--defaults`` reproduces the committed
+files byte for byte. No model is loaded."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from gamerl.config import TrainConfig, get_config
+from gamerl.configure import WizardCancelled, configure_main, default_config, run_wizard
+from gamerl.curriculum import default_stages
+from gamerl.games import OPENSPIEL_ENV_KEYS
+from gamerl.jsonconfig import (NOT_IN_TRAIN_FILE, SECTIONS, TOP_LEVEL, config_to_json, dumps,
+                               load_run_config, write_run_config)
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN = ROOT / "config" / "train_config.json"
+ENV = ROOT / "config" / "env_config.json"
+
+
+def _write(tmp_path: Path, train: dict, env: dict | None = None) -> Path:
+    (tmp_path / "train_config.json").write_text(json.dumps(train))
+    if env is not None:
+        (tmp_path / "env_config.json").write_text(json.dumps(env))
+    return tmp_path / "train_config.json"
+
+
+def _committed() -> tuple[dict, dict]:
+    return json.loads(TRAIN.read_text()), json.loads(ENV.read_text())
+
+
+# ----------------------------------------------------------------------------- the committed files
+
+def test_committed_files_load():
+    cfg, url = load_run_config(TRAIN)  # env_config.json next to it is found
+    assert url is None
+    assert cfg.task == "openspiel" and cfg.model == "tiny" and cfg.preset == "tiny"
+    assert cfg.lora and cfg.lora_rank == 8 and not cfg.load_in_4bit
+    assert cfg.curriculum == "default" and cfg.curriculum_window == 64
+    assert (cfg.replay_fraction, cfg.replay_capacity) == (0.3, 1000)
+    assert cfg.max_new_tokens == 8
+    assert cfg.task_config["games"] == list(default_stages()[0].games)
+    assert set(cfg.task_config) <= set(OPENSPIEL_ENV_KEYS)
+    assert cfg == default_config()
+
+
+def test_every_field_is_mapped_once():
+    mapped = [f for m in SECTIONS.values() for f in m.values()] + list(TOP_LEVEL.values())
+    assert len(mapped) == len(set(mapped))
+    assert set(mapped) | set(NOT_IN_TRAIN_FILE) == {f.name for f in fields(TrainConfig)}
+    assert not set(mapped) & set(NOT_IN_TRAIN_FILE)
+
+
+def test_sections_and_comments():
+    train, env = _committed()
+    assert list(train) == ["_comment", "preset", "output_dir", *SECTIONS]
+    assert all("_comment" in train[s] for s in SECTIONS)
+    assert "Qwen/Qwen3-0.6B" in " ".join(train["model"]["_comment"])
+    assert "use_4bit" in " ".join(train["model"]["_comment"])
+    assert env["execution"] == "local_openspiel"
+
+
+# ----------------------------------------------------------------------------- errors
+
+def test_unknown_key_names_file_key_and_known_keys(tmp_path):
+    train, env = _committed()
+    train["ppo"]["learnig_rate"] = 1e-3
+    path = _write(tmp_path, train, env)
+    with pytest.raises(ValueError) as e:
+        load_run_config(path)
+    msg = str(e.value)
+    assert str(path) in msg and "ppo" in msg and "'learnig_rate'" in msg
+    assert "learning_rate" in msg and "batch_size" in msg  # the known keys
+
+
+def test_unknown_section_and_env_key(tmp_path):
+    train, env = _committed()
+    path = _write(tmp_path, {**train, "optimizer": {}}, env)
+    with pytest.raises(ValueError, match=r"unknown key 'optimizer'.*known keys: preset, "
+                                         r"output_dir, model, lora, ppo"):
+        load_run_config(path)
+    path = _write(tmp_path, train, {**env, "opponnent": "mcts"})
+    with pytest.raises(ValueError, match=r"env_config\.json: unknown key 'opponnent'.*opponent"):
+        load_run_config(path)
+    path = _write(tmp_path, train, {**env, "reward": {"scale": 1.0, "bonus": 1}})
+    with pytest.raises(ValueError, match=r"reward: unknown key 'bonus'"):
+        load_run_config(path)
+
+
+@pytest.mark.parametrize("section,key,value,match", [
+    ("training", "epochs", "ten", r"training\.epochs: expected an integer"),
+    ("lora", "enabled", "yes", r"lora\.enabled: expected true or false"),
+    ("ppo", "advantage_estimator", "ppo", r"ppo\.advantage_estimator: expected one of"),
+    ("logging", "wandb_mode", "off", r"logging\.wandb_mode"),
+    ("training", "episodes_per_epoch", 1, r"episodes_per_epoch must be >= 2"),
+    ("replay", "fraction", 1.5, r"replay\.fraction: must be in \[0, 1\)"),
+    ("curriculum", "stages", [{"name": "a", "games": ["chess"]}], r"curriculum\.stages:.*chess"),
+])
+def test_bad_values(tmp_path, section, key, value, match):
+    train, env = _committed()
+    train[section][key] = value
+    with pytest.raises(ValueError, match=match):
+        load_run_config(_write(tmp_path, train, env))
+
+
+@pytest.mark.parametrize("key,value,match", [
+    ("games", ["tic_tac_toe", "chess"], r"unknown game 'chess'; supported games: tic_tac_toe"),
+    ("opponent", "alphazero", r"opponent: expected 'random' or 'mcts'"),
+    ("model_seat", 2, r"model_seat"),
+    ("execution", "remote", r"execution: expected one of local_openspiel, http"),
+    ("illegal_move_policy", "skip", r"illegal_move_policy"),
+])
+def test_bad_env_values(tmp_path, key, value, match):
+    train, env = _committed()
+    env[key] = value
+    with pytest.raises(ValueError, match=match):
+        load_run_config(_write(tmp_path, train, env))
+
+
+def test_invalid_json_names_the_file(tmp_path):
+    path = tmp_path / "train_config.json"
+    path.write_text('{"model": {"model_name": "tiny", // a comment\n}}')
+    with pytest.raises(ValueError, match=r"train_config\.json: not valid JSON.*line 1"):
+        load_run_config(path)
+
+
+# ----------------------------------------------------------------------------- round trip
+
+def test_round_trip_committed():
+    cfg, _ = load_run_config(TRAIN)
+    train, env = config_to_json(cfg)
+    assert (train, env) == _committed()
+
+
+def test_round_trip_changed_config(tmp_path):
+    stages = [{"name": "one", "games": ["hex"], "opponent": "random", "threshold": 0.5},
+              {"name": "two", "games": ["hex", "othello"], "opponent": "mcts", "threshold": 0.4}]
+    cfg = get_config("qwen3-0.6b", task="openspiel").replace(
+        model="Qwen/Qwen3-0.6B", lora=True, load_in_4bit=True, lora_rank=32, lora_alpha=64,
+        lora_target_modules=["q_proj", "v_proj"], lr=2e-5, minibatch_size=2, target_kl=0.1,
+        advantage_estimator="grpo", group_size=5, episodes_per_epoch=40, max_new_tokens=16,
+        system_prompt="Play well.", curriculum=stages, curriculum_window=16,
+        replay_fraction=0.0, replay_capacity=50, wandb_mode="disabled", out_dir="runs/x",
+        dtype="bfloat16", eval_every=2, warmstart=False,
+        task_config={"games": ["hex", "othello"], "opponent": "mcts", "mcts_simulations": 20,
+                     "model_seat": 1, "reward": {"scale": 2.0}})
+    train_path, env_path = write_run_config(cfg, tmp_path / "cfg")
+    back, url = load_run_config(train_path)  # base from the file's preset
+    assert back == cfg and url is None
+    train, _ = config_to_json(cfg)
+    assert train["replay"] == {**train["replay"], "enabled": False, "fraction": 0.3}
+    # a different base does not matter for the keys the file holds
+    back2, _ = load_run_config(train_path, env_path, base=get_config("tiny", task="openspiel"))
+    assert {f.name: getattr(back2, f.name) for f in fields(cfg) if f.name not in
+            NOT_IN_TRAIN_FILE} == {f.name: getattr(cfg, f.name) for f in fields(cfg)
+                                   if f.name not in NOT_IN_TRAIN_FILE}
+    # switching replay back on keeps the written fraction
+    data = json.loads(train_path.read_text())
+    data["replay"]["enabled"] = True
+    train_path.write_text(json.dumps(data))
+    assert load_run_config(train_path)[0].replay_fraction == 0.3
+
+
+def test_partial_file_and_overrides(tmp_path):
+    path = _write(tmp_path, {"training": {"epochs": 2}, "lora": {"enabled": False}})
+    cfg, url = load_run_config(path, overrides={"seed": 7})  # no env file: the base's task
+    base = get_config("tiny", task="openspiel")
+    assert cfg == base.replace(epochs=2, lora=False, seed=7) and url is None
+    assert cfg.task == "openspiel" and cfg.task_config == base.task_config
+
+
+def test_http_execution_returns_url(tmp_path):
+    train, env = _committed()
+    env.update(execution="http", base_url="http://127.0.0.1:8002")
+    cfg, url = load_run_config(_write(tmp_path, train, env))
+    assert url == "http://127.0.0.1:8002"
+    assert "base_url" not in cfg.task_config and "execution" not in cfg.task_config
+    assert config_to_json(cfg, url)[1] == env
+    del env["base_url"]
+    with pytest.raises(ValueError, match="needs a base_url"):
+        load_run_config(_write(tmp_path, train, env))
+
+
+# ----------------------------------------------------------------------------- the wizard
+
+class Script:
+    """A fake ``input``: answers in order; records the prompts."""
+
+    def __init__(self, answers):
+        self.answers, self.prompts = list(answers), []
+
+    def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        if not self.answers:
+            raise AssertionError(f"unexpected question: {prompt}")
+        return self.answers.pop(0)
+
+
+def test_wizard_scripted(tmp_path):
+    said: list[str] = []
+    ask = Script([
+        "",                               # model [tiny]
+        "yes", "4",                       # LoRA, rank 4
+        "tic_tac_toe, chess",             # a bad game: re-asked
+        "connect_four,hex",               # games
+        "mcts", "30",                     # opponent, simulations
+        "no",                             # curriculum
+        "maybe", "yes",                   # replay: a bad yes/no re-asked
+        "3", "1", "8",                    # epochs; episodes 1 (< 2) re-asked, then 8
+        "disabled",                       # wandb
+        "runs/mine",                      # run directory
+    ])
+    train_path, env_path = run_wizard(ask=ask, say=said.append, out_dir=tmp_path / "c",
+                                      cuda=False)
+    assert not ask.answers
+    assert any("chess" in s and "tic_tac_toe" in s for s in said)  # why it was re-asked
+    assert any("no CUDA GPU" in s for s in said)
+    assert any("--config" in s and str(train_path) in s for s in said)
+    assert [p for p in ask.prompts if p.startswith("Games")].__len__() == 2
+    assert ask.prompts[0].startswith("Model") and "[tiny]" in ask.prompts[0]
+    cfg, url = load_run_config(train_path)
+    assert url is None and env_path == train_path.parent / "env_config.json"
+    assert cfg.task_config["games"] == ["connect_four", "hex"]
+    assert cfg.task_config["opponent"] == "mcts" and cfg.task_config["mcts_simulations"] == 30
+    assert cfg.lora and (cfg.lora_rank, cfg.lora_alpha) == (4, 8)
+    assert cfg.curriculum is None and cfg.replay_fraction == 0.3
+    assert (cfg.epochs, cfg.episodes_per_epoch) == (3, 8)
+    assert cfg.wandb_mode == "disabled" and cfg.out_dir == "runs/mine"
+
+
+def test_wizard_gpu_4bit_and_qwen(tmp_path):
+    ask = Script(["Qwen/Qwen3-0.6B", "yes", "", "", "", "", "", "", "", "", ""])
+    train_path, _ = run_wizard(ask=ask, say=lambda s: None, out_dir=tmp_path, cuda=True)
+    cfg, _ = load_run_config(train_path)
+    assert cfg.model == "Qwen/Qwen3-0.6B" and cfg.preset == "qwen3-0.6b"
+    assert cfg.load_in_4bit and cfg.lora and cfg.lora_rank == 16 and not cfg.warmstart
+    assert not any(p.startswith("Train LoRA") for p in ask.prompts)  # 4-bit forces LoRA
+
+
+def test_wizard_confirms_overwrite(tmp_path):
+    shutil.copy(TRAIN, tmp_path / "train_config.json")
+    (tmp_path / "env_config.json").write_text("{}\n")
+    # decline, then no other directory: nothing written
+    ask = Script([""] * 11 + ["no", ""])
+    with pytest.raises(WizardCancelled):
+        run_wizard(ask=ask, say=lambda s: None, out_dir=tmp_path, cuda=False)
+    assert "Overwrite?" in ask.prompts[-2] and "env_config.json" in ask.prompts[-2]
+    assert (tmp_path / "env_config.json").read_text() == "{}\n"
+    # decline, write elsewhere
+    ask = Script([""] * 11 + ["n", str(tmp_path / "other")])
+    train_path, _ = run_wizard(ask=ask, say=lambda s: None, out_dir=tmp_path, cuda=False)
+    assert train_path == tmp_path / "other" / "train_config.json"
+    # accept
+    ask = Script([""] * 11 + ["y"])
+    run_wizard(ask=ask, say=lambda s: None, out_dir=tmp_path, cuda=False)
+    assert (tmp_path / "env_config.json").read_text() == ENV.read_text()
+
+
+def test_defaults_match_committed_files(tmp_path, capsys, monkeypatch):
+    import gamerl.configure
+
+    monkeypatch.setattr(gamerl.configure, "_cuda_available", lambda: False)  # no torch import
+    assert configure_main(["--out", str(tmp_path), "--defaults"]) == 0
+    assert (tmp_path / "train_config.json").read_text() == TRAIN.read_text()
+    assert (tmp_path / "env_config.json").read_text() == ENV.read_text()
+    assert "python -m gamerl train --task openspiel --config" in capsys.readouterr().out
+    # --defaults never overwrites other content without --force
+    (tmp_path / "env_config.json").write_text("{}\n")
+    assert configure_main(["--out", str(tmp_path), "--defaults"]) == 1
+    assert (tmp_path / "env_config.json").read_text() == "{}\n"
+    args = gamerl.configure.add_arguments(argparse.ArgumentParser()).parse_args(
+        ["--out", str(tmp_path), "--defaults", "--force"])  # what cli.py's subcommand passes
+    assert configure_main(args) == 0
+    assert (tmp_path / "env_config.json").read_text() == ENV.read_text()
+    assert dumps(config_to_json(default_config())[0]) == TRAIN.read_text()
