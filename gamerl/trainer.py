@@ -58,6 +58,7 @@ from .lora import LoraSettings, adapter_disabled, apply_lora, is_peft, load_4bit
 from .models import (PolicyWithValue, lm_head, lm_trunk, load_policy, load_reference,
                      positions_from_mask, unwrap_lm)
 from .replay import FailureReplay
+from .samples import episode_table
 from .rollout import (Episode, LMPolicy, RolloutConfig, TokenBatch, episodes_to_batch, rollout,
                       summarize)
 from .tracking import EPISODES_JSONL, METRICS_JSONL, Tracker, read_jsonl, save_figures, truncate_jsonl
@@ -511,9 +512,19 @@ class Trainer:
         return {"name": st.name, "games": list(st.games), "opponent": st.opponent}
 
     # ------------------------------------------------------------------ evaluation
-    def evaluate(self, n: Optional[int] = None, greedy: bool = False) -> dict[str, Any]:
-        return evaluate(self.policy.lm, self.tokenizer, eval_instances(self.cfg, n), self.cfg,
-                        greedy=greedy, make_env=self.make_env, sample_seed=self.cfg.seed + 1234)
+    def evaluate(self, n: Optional[int] = None, greedy: bool = False,
+                 name: Optional[str] = None) -> dict[str, Any]:
+        """Held-out evaluation. With ``name``, a table of sample episodes (different games,
+        mixed outcomes: gamerl.samples) goes to ``RUN/samples_<name>.md``: what the policy
+        actually played, not only its averages."""
+        metrics, episodes = evaluate(self.policy.lm, self.tokenizer, eval_instances(self.cfg, n),
+                                     self.cfg, greedy=greedy, make_env=self.make_env,
+                                     sample_seed=self.cfg.seed + 1234, return_episodes=True)
+        if name is not None:
+            table = episode_table(episodes, self.cfg.task)
+            (self.run_dir / f"samples_{name}.md").write_text(
+                f"# Sample held-out episodes: {name}\n\n{table}\n")
+        return metrics
 
     # ------------------------------------------------------------------ one epoch
     def train_epoch(self, epoch: int) -> dict[str, Any]:
@@ -569,7 +580,7 @@ class Trainer:
     def train(self) -> dict[str, Any]:
         cfg, t_start = self.cfg, time.time()
         if self.baseline is None:  # measured once, after the warm start and before any PPO
-            self.baseline = self.evaluate()
+            self.baseline = self.evaluate(name="baseline")
             (self.run_dir / "baseline.json").write_text(json.dumps(self.baseline, indent=2) + "\n")
             self.tracker.log({"kind": "eval", "epoch": -1, "name": "baseline",
                               **scalars(self.baseline)},
@@ -582,7 +593,7 @@ class Trainer:
             self.state.skipped_updates += int(metrics["update/skipped_updates"])
             metrics["update/skipped_updates_total"] = self.state.skipped_updates
             if cfg.eval_every and (epoch + 1) % cfg.eval_every == 0 and epoch + 1 < cfg.epochs:
-                ev = self.evaluate()
+                ev = self.evaluate(name=f"epoch{epoch + 1}")
                 metrics.update({f"eval/{k}": v for k, v in scalars(ev).items()})
             # best/: the highest held-out reward when evaluating during training, else the
             # highest training-batch reward (free, noisier).
@@ -599,7 +610,7 @@ class Trainer:
                             success=f"{metrics['rollout/success_rate']:.0%}",
                             kl=f"{metrics['adv/kl_ref']:.3f}")
 
-        final = self.evaluate()
+        final = self.evaluate(name="final")
         refs = reference_rows(self.tokenizer, eval_instances(cfg), cfg, self.make_env)
         rows = {"baseline": self.baseline, "final": final, **refs}
         summary = {"config": cfg.to_dict(), "run_dir": str(self.run_dir),
