@@ -80,8 +80,10 @@ def _key(inst: Any) -> str:
 
 def pick_episodes(episodes: Sequence[Any], key: Callable[[Any], Any],
                   outcome: Callable[[Any], Any], max_rows: int = 8) -> list[Any]:
-    """Up to ``max_rows`` episodes with distinct ``key``s, taken from each ``outcome`` group in
-    turn (groups in order of first appearance), returned in the episodes' original order."""
+    """Up to ``max_rows`` episodes with distinct ``key``s (the first episode of each key),
+    shared out among the ``outcome`` groups in turn (groups in order of first appearance) and
+    spread evenly over each group (not just its first few: held-out instances often come in
+    order, e.g. Wordle's answers alphabetically); returned in the episodes' original order."""
     if max_rows <= 0:
         return []
     seen: set = set()
@@ -92,12 +94,13 @@ def pick_episodes(episodes: Sequence[Any], key: Callable[[Any], Any],
             continue
         seen.add(k)
         groups.setdefault(outcome(ep), []).append(i)
-    chosen: list[int] = []
-    queues = [list(g) for g in groups.values()]
-    while len(chosen) < max_rows and any(queues):
-        for q in queues:
-            if q and len(chosen) < max_rows:
-                chosen.append(q.pop(0))
+    members = list(groups.values())
+    quota = [0] * len(members)
+    while sum(quota) < max_rows and any(q < len(g) for q, g in zip(quota, members)):
+        for j, g in enumerate(members):
+            if quota[j] < len(g) and sum(quota) < max_rows:
+                quota[j] += 1
+    chosen = [g[(r * len(g)) // q] for g, q in zip(members, quota) for r in range(q)]
     return [episodes[i] for i in sorted(chosen)]
 
 

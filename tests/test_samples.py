@@ -146,7 +146,12 @@ def test_empty_and_unknown():
 def test_pick_episodes_round_robins_over_outcomes():
     eps = [("a", 1), ("b", 1), ("a", 1), ("c", 1), ("d", 0), ("e", 1), ("f", 0)]
     got = pick_episodes(eps, key=lambda e: e[0], outcome=lambda e: e[1], max_rows=4)
-    assert got == [("a", 1), ("b", 1), ("d", 0), ("f", 0)]
+    assert got == [("a", 1), ("c", 1), ("d", 0), ("f", 0)]  # 2 of a,b,c,e spread: a, c
+    got = pick_episodes(eps, key=lambda e: e[0], outcome=lambda e: e[1], max_rows=5)
+    assert got == [("a", 1), ("b", 1), ("c", 1), ("d", 0), ("f", 0)]
+    many = [(i, 1) for i in range(100)]
+    got = pick_episodes(many, key=lambda e: e[0], outcome=lambda e: e[1], max_rows=4)
+    assert got == [(0, 1), (25, 1), (50, 1), (75, 1)]  # spread, not the first four
     assert pick_episodes(eps, key=lambda e: e[0], outcome=lambda e: e[1], max_rows=0) == []
 
 
