@@ -305,10 +305,9 @@ PRESETS: dict[str, dict[str, Any]] = {"tiny": TINY_PRESET, "qwen3-0.6b": QWEN3_0
 # OpenSpiel, tiny: tic-tac-toe against the random bot, seat drawn per game; moves are a few
 # tokens (max_new_tokens 8, the seed guide's value); the warm start teaches random legal moves;
 # max_steps 12 covers 5 moves plus the retries for illegal ones. max_context_tokens 4096 is the
-# tiny model's whole window: random play over 12 turns measured (16 games each, compact feedback)
-# at most 1.4k tokens for tic_tac_toe and 0.7-1.2k for the card games, but 4.5-5.6k for
-# connect_four, hex, othello and breakthrough, so on tiny those games often end
-# context_exhausted (reported as unfinished); the qwen3-0.6b preset's 8192 holds them.
+# tiny model's whole window: random play over 12 turns with compact feedback measured (16 games
+# each) at most 1.0k tokens for tic_tac_toe, 0.7-1.2k for the card games and 2.8-3.3k for
+# connect_four, hex, othello and breakthrough (the curriculum's later stages), so all fit.
 TASK_PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     ("wordle", "tiny"): dict(max_new_tokens=8, max_context_tokens=2048, reward_scale=1.0,
                              warmstart_steps=200, epochs=20, lr=1e-4),

@@ -342,12 +342,24 @@ def extract_move(answer: str) -> str:
 def openspiel_feedback(obs: Mapping[str, Any], info: Mapping[str, Any], action: str,
                        style: str = "compact") -> str:
     """The observation after a move; ``compact`` drops the game/rules header (already in the
-    first message) and keeps the position, the moves so far, any notice about an illegal move,
-    and the legal moves."""
+    first message) and the closing "Answer with exactly one legal move" line (the system prompt
+    and the first message say it), and keeps the position, any notice (the opponent's move, an
+    illegal answer), whose turn it is and the legal moves. It keeps the list of moves so far
+    only in games of imperfect information (poker, liar's dice: the betting is not on the board).
+    In the board games the position says everything, and the list, repeated every turn, made a
+    12-turn conversation grow quadratically (connect_four, hex, othello and breakthrough ran
+    4.5-5.6k tokens with it; tests/test_openspiel_training.py measures the budget)."""
     text = obs["text"]
-    if style == "compact" and "Position (your view):" in text:
-        text = text[text.index("Position (your view):"):]
-    return text
+    if style != "compact" or "Position (your view):" not in text:
+        return text
+    from tasks.openspiel import GAMES
+
+    spec = GAMES.get(obs.get("game"))
+    drop = ["Answer with exactly one legal move"]
+    if spec is not None and spec.perfect_information:
+        drop.append("Moves so far:")
+    lines = text[text.index("Position (your view):"):].split("\n")
+    return "\n".join(line for line in lines if not any(line.startswith(d) for d in drop))
 
 
 def _openspiel_task() -> Task:

@@ -12,17 +12,9 @@ from transformers import AutoModelForCausalLM
 
 from gamerl.config import get_config
 from gamerl.lora import is_peft
-from gamerl.models import build_tiny
 from gamerl.trainer import Trainer, collect, epoch_seeds
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    path = build_tiny(tmp_path_factory.mktemp("lora") / "tiny")
-    os.environ["GAMERL_TINY_DIR"] = str(path)
-    return path
 
 
 def lora_cfg(**kw):

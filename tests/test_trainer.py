@@ -24,23 +24,11 @@ import torch
 from gamerl.checkpoint import find_checkpoint, load_checkpoint_state, save_checkpoint
 from gamerl.config import TrainConfig, get_config
 from gamerl.evaluate import local_env_factory
-from gamerl.models import PolicyWithValue, build_tiny, load_policy, load_reference
+from gamerl.models import PolicyWithValue, load_policy, load_reference
 from gamerl.trainer import (Trainer, collect, compute_advantages, epoch_seeds, make_optimizer,
                             ppo_update)
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    path = build_tiny(tmp_path_factory.mktemp("trainer") / "tiny")
-    old = os.environ.get("GAMERL_TINY_DIR")
-    os.environ["GAMERL_TINY_DIR"] = str(path)  # "tiny" resolves here (also in subprocesses)
-    yield path
-    if old is None:
-        os.environ.pop("GAMERL_TINY_DIR", None)
-    else:
-        os.environ["GAMERL_TINY_DIR"] = old
 
 
 def small_cfg(tiny_dir, **kw) -> TrainConfig:
