@@ -4,6 +4,7 @@ resume truncation, figures."""
 import logging
 import math
 import sys
+import time
 
 from gamerl.tracking import Tracker, read_jsonl, save_figures, truncate_jsonl
 
@@ -75,6 +76,11 @@ def test_tensorboard_when_wandb_missing_and_resume_purge(tmp_path, monkeypatch):
     for e in range(4):
         tr.log({"kind": "epoch", "epoch": e, "loss": float(e)}, step=e)
     tr.finish()
+    # TensorBoard reads a run's event files in name order: creation second, host, pid, then a
+    # per-process counter written without padding (so "...10" sorts before "...9" once a
+    # process has opened ten writers, as the whole suite does). A resumed run is a later
+    # process: start the second writer in a later second, as it would be.
+    time.sleep(1.05 - time.time() % 1.0)
     # A resumed run redoes epochs 2..: purge_step hides what the first run wrote from there on.
     tr = Tracker(tmp_path, {}, mode="offline", purge_step=2)
     tr.log({"kind": "epoch", "epoch": 2, "loss": 20.0}, step=2)
