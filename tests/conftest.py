@@ -20,3 +20,16 @@ def tiny_dir(tmp_path_factory):
         os.environ.pop("GAMERL_TINY_DIR", None)
     else:
         os.environ["GAMERL_TINY_DIR"] = old
+
+
+def train_and_compare(cfg, run_dir):
+    """Run ``Trainer(cfg, run_dir).train()``, print its held-out table and wall time, and
+    return ``(summary, baseline, final)`` for a learning test to compare."""
+    import time
+
+    from gamerl.trainer import Trainer
+
+    t0 = time.time()
+    summary = Trainer(cfg, run_dir).train()
+    print(summary["table"], f"\n{time.time() - t0:.0f}s")
+    return summary, summary["baseline"], summary["final"]

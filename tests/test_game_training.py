@@ -18,7 +18,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +32,8 @@ from gamerl.models import load_tokenizer
 from gamerl.rollout import RolloutConfig, ScriptedPolicy, rollout
 from gamerl.trainer import Trainer
 from tasks.openspiel import GAMES
+
+from conftest import train_and_compare  # pytest (prepend import mode) puts tests/ on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -93,7 +94,7 @@ def openspiel_run(tiny_dir, tmp_path_factory):
     assert url is None and cfg.lora and cfg.curriculum and cfg.replay_fraction == 0.3
     cfg = cfg.replace(model=str(tiny_dir), epochs=2, episodes_per_epoch=8, eval_episodes=4,
                       warmstart_steps=5, warmstart_examples=16, minibatch_size=4, ppo_epochs=1,
-                      curriculum_window=8, wandb_mode="disabled", progress=False)
+                      wandb_mode="disabled", progress=False)
     out = tmp_path_factory.mktemp("openspiel") / "run"
     summary = Trainer(cfg, out).train()
     return out, cfg, summary
@@ -106,7 +107,8 @@ def test_json_config_run_logs_curriculum_replay_and_tensorboard(openspiel_run):
     epochs = [r for r in rows if r["kind"] == "epoch"]
     assert [r["epoch"] for r in epochs] == [0, 1]
     for r in epochs:
-        assert r["curriculum/stage_name"] == "easy"  # 16 games < 60% of a full window of 8
+        # the stage can change only once its window (64 games) is full: 16 games stay "easy"
+        assert r["curriculum/stage_name"] == "easy" and r["curriculum/window_fill"] < 1
         assert 0 <= r["replay/size"] <= 16
         assert "rollout/win_rate" in r and "rollout/illegal_rate" in r
     games = {json.loads(l)["instance"]["game"] for l in (out / "episodes.jsonl").open()}
@@ -193,10 +195,7 @@ def test_ppo_improves_against_random_tic_tac_toe(tiny_dir, tmp_path):
     the measured gains; the run is deterministic on a given machine."""
     cfg = get_config("tiny", task="openspiel", model=str(tiny_dir), wandb_mode="disabled",
                      progress=False, device="cpu")
-    t0 = time.time()
-    summary = Trainer(cfg, tmp_path / "run").train()
-    base, final = summary["baseline"], summary["final"]
-    print(summary["table"], f"\n{time.time() - t0:.0f}s")
+    summary, base, final = train_and_compare(cfg, tmp_path / "run")
     assert base["episodes"] == final["episodes"] == 128
     assert final["reward"] >= base["reward"] + 0.19
     assert final["illegal_rate"] <= base["illegal_rate"] - 0.045

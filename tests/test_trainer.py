@@ -28,6 +28,8 @@ from gamerl.models import PolicyWithValue, load_policy, load_reference
 from gamerl.trainer import (Trainer, collect, compute_advantages, epoch_seeds, make_optimizer,
                             ppo_update)
 
+from conftest import train_and_compare  # pytest (prepend import mode) puts tests/ on sys.path
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -199,10 +201,7 @@ def test_ppo_improves_heldout_games(tiny_dir, tmp_path):
     cfg = get_config("tiny", model=str(tiny_dir), num_rules=5, epochs=8, eval_episodes=64,
                      warmstart_steps=100, warmstart_examples=256, wandb_mode="disabled",
                      progress=False, device="cpu")
-    t0 = time.time()
-    summary = Trainer(cfg, tmp_path / "run").train()
-    base, final = summary["baseline"], summary["final"]
-    print(summary["table"], f"\n{time.time() - t0:.0f}s")
+    summary, base, final = train_and_compare(cfg, tmp_path / "run")
     assert base["episodes"] == final["episodes"] == 64
     assert final["rules_satisfied"] >= base["rules_satisfied"] + 0.75
     assert final["success_rate"] >= base["success_rate"] + 0.25
