@@ -310,7 +310,7 @@ PRESETS: dict[str, dict[str, Any]] = {"tiny": TINY_PRESET, "qwen3-0.6b": QWEN3_0
 # connect_four, hex, othello and breakthrough (the curriculum's later stages), so all fit.
 # illegal_move_penalty 0.5: after the warm start more than half of the tiny model's answers
 # are illegal, and with the win/loss return alone (retries end in a random legal move, so an
-# illegal answer costs nothing) 5 PPO epochs moved nothing (KL 0.01, batch win rate 34-56%);
+# illegal answer costs nothing) 6 PPO epochs moved nothing (batch win rate 28-47%, no trend);
 # with the penalty each illegal answer is punished on its own tokens, and 10 epochs cut the
 # held-out illegal rate (docs/benchmarks.md). warmstart_steps 100 / epochs 10: that run, 11 min.
 TASK_PRESETS: dict[tuple[str, str], dict[str, Any]] = {

@@ -348,7 +348,7 @@ def openspiel_feedback(obs: Mapping[str, Any], info: Mapping[str, Any], action: 
     only in games of imperfect information (poker, liar's dice: the betting is not on the board).
     In the board games the position says everything, and the list, repeated every turn, made a
     12-turn conversation grow quadratically (connect_four, hex, othello and breakthrough ran
-    4.5-5.6k tokens with it; tests/test_openspiel_training.py measures the budget)."""
+    4.5-5.6k tokens with it; tests/test_game_training.py checks the budget)."""
     text = obs["text"]
     if style != "compact" or "Position (your view):" not in text:
         return text
