@@ -1,10 +1,19 @@
-"""Fixtures shared by the test modules that train: the embedded tiny model, built fresh."""
+"""Shared by the test modules: the embedded tiny model built fresh, the ``python -m gamerl``
+runner, the learning tests' train-and-compare step, and a process's resident memory."""
 
 import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from gamerl.models import build_tiny
+from gamerl.trainer import Trainer
+
+REPO = Path(__file__).resolve().parents[1]
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 @pytest.fixture(scope="module")
@@ -25,11 +34,22 @@ def tiny_dir(tmp_path_factory):
 def train_and_compare(cfg, run_dir):
     """Run ``Trainer(cfg, run_dir).train()``, print its held-out table and wall time, and
     return ``(summary, baseline, final)`` for a learning test to compare."""
-    import time
-
-    from gamerl.trainer import Trainer
-
     t0 = time.time()
     summary = Trainer(cfg, run_dir).train()
     print(summary["table"], f"\n{time.time() - t0:.0f}s")
     return summary, summary["baseline"], summary["final"]
+
+
+def run_gamerl(*args, env=None, timeout=300) -> subprocess.CompletedProcess:
+    """``python -m gamerl ARGS`` from the repository root, offline (``env`` defaults to this
+    process's environment), output captured as text."""
+    env = {**(os.environ if env is None else env), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "WANDB_SILENT": "true"}
+    return subprocess.run([sys.executable, "-m", "gamerl", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def rss_bytes(pid) -> int:
+    """Resident memory of process ``pid`` (or ``"self"``), from /proc (Linux)."""
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * PAGE

@@ -5,15 +5,13 @@ Subprocesses, CPU, offline; the train run uses wandb in its default offline mode
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from gamerl.models import build_tiny
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import run_gamerl  # pytest (prepend import mode) puts tests/ on sys.path
+
 METRIC_KEYS = {"reward", "rules_satisfied", "success_rate", "episodes", "turns",
                "per_rule_pass_rate"}
 
@@ -26,8 +24,7 @@ def env(tmp_path_factory):
 
 
 def gamerl(env, *args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "gamerl", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return run_gamerl(*args, env=env, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

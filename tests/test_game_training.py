@@ -16,9 +16,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -33,16 +30,11 @@ from gamerl.rollout import RolloutConfig, ScriptedPolicy, rollout
 from gamerl.trainer import Trainer
 from tasks.openspiel import GAMES
 
-from conftest import train_and_compare  # pytest (prepend import mode) puts tests/ on sys.path
-
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO, run_gamerl, train_and_compare  # pytest (prepend import mode) puts tests/ on sys.path
 
 
 def cli(*args, timeout=600):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "WANDB_SILENT": "true"}
-    res = subprocess.run([sys.executable, "-m", "gamerl", *args], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=timeout)
+    res = run_gamerl(*args, timeout=timeout)
     assert res.returncode == 0, res.stdout + res.stderr
     return res.stdout
 

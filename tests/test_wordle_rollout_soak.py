@@ -42,18 +42,14 @@ from gamerl.rollout import RolloutConfig, ScriptedPolicy, rollout, summarize
 from gamerl.samples import episode_table
 from tasks.wordle.client import find_free_port, start_server, stop_server
 
+from conftest import rss_bytes  # pytest (prepend import mode) puts tests/ on sys.path
+
 EPISODES = 4000
 MIN_EPISODES = 1200
 BUDGET_S = 45.0
 BATCH = 40  # episodes per rollout call (one session each, all open at once)
 MAX_SESSIONS = 100  # the server's cap: abandoned sessions beyond it are evicted (LRU)
-PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 MIB = 2**20
-
-
-def rss_bytes(pid) -> int:
-    with open(f"/proc/{pid}/statm") as f:
-        return int(f.read().split()[1]) * PAGE
 
 
 def open_fds() -> int:
