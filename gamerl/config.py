@@ -82,23 +82,37 @@ class TrainConfig:
     weight_decay: float = 0.0
     adam_eps: float = 1e-8
     clip_range: float = 0.2  # seed: 0.2
+    # Upper ratio clip (DAPO's "clip-higher", e.g. 0.28); None: clip_range (symmetric).
+    clip_range_high: Optional[float] = None
+    # Dual clip (verl's clip_ratio_c, 3.0 there): caps the loss of negative-advantage tokens at
+    # -A * clip_ratio_c so a token made far likelier than at sampling cannot dominate; None: off.
+    clip_ratio_c: Optional[float] = None
     value_clip_range: Optional[float] = 0.2  # in (scaled) return units; None: unclipped
     vf_coef: float = 0.1  # value loss weight; small because the value head shares the LM trunk
     entropy_coef: float = 0.0  # entropy bonus (0 is usual for LMs; > 0 keeps tiny exploring)
     max_grad_norm: float = 1.0
-    gamma: float = 0.99  # seed: 0.99, per policy token
+    gamma: float = 0.99  # seed: 0.99
     lam: float = 0.95  # seed: 0.95
+    # Where gamma and lam apply. "turn": between turns only, 1 inside an answer
+    # (ppo.compute_turn_gae), so 0.99 is a per-turn discount whatever the answer lengths and
+    # every token of an answer shares its credit. "token": per policy token (ppo.compute_gae,
+    # verl's semantics), where the first token of a 40-token answer gets 9% of the last one's.
+    discount_per: Literal["turn", "token"] = "turn"
     whiten_advantages: bool = True
     target_kl: Optional[float] = None  # stop this batch's PPO epochs once approx KL exceeds it
     loss_agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
     # KL to the frozen reference (the policy at the start of PPO). With kl_in_reward (the
     # InstructGPT/TRL way) each policy token's reward gets -kl_coef * KL estimate, so GAE
     # carries it like any reward; otherwise it is a loss term kl_coef * mean(KL) with gradient.
-    # Estimators (ppo.kl_penalty): "k1" = logp - ref_logp, unbiased, can be negative: the
-    # standard reward penalty; "k3" = exp(ref - logp) - (ref - logp) - 1, >= 0, low variance:
-    # the usual loss term (GRPO). With advantage_estimator="grpo" the KL is always a loss term.
+    # With advantage_estimator="grpo" the KL is always a loss term. Estimators (ppo.kl_penalty):
+    # kl_estimator, for the REWARD: "k1" = logp - ref_logp, unbiased, can be negative per token:
+    #   the standard reward penalty (no gradient flows through a reward); "k2", "k3" also allowed.
+    # kl_loss_estimator, for the LOSS: "k3" (verl's low_var_kl, >= 0; its gradient is that of
+    #   KL(ref || pi)) or "k2" (gradient of KL(pi || ref)). Never k1: as a loss its expected
+    #   gradient is exactly 0, so the leash would do nothing but add noise (validate refuses it).
     kl_coef: float = 0.05
-    kl_estimator: Literal["k1", "k3"] = "k1"
+    kl_estimator: Literal["k1", "k2", "k3"] = "k1"
+    kl_loss_estimator: Literal["k2", "k3"] = "k3"
     kl_in_reward: bool = True
     # "gae": token-level GAE with the value head; "grpo": every game seed is played group_size
     # times and an episode's advantage is its return relative to its group (no critic needed).
@@ -112,7 +126,7 @@ class TrainConfig:
     lora: bool = False
     lora_rank: int = 16
     lora_alpha: int = 32
-    lora_dropout: float = 0.05
+    lora_dropout: float = 0.0  # must be 0: see validate()
     lora_target_modules: Optional[list] = None  # None: every attention and MLP projection
     load_in_4bit: bool = False
 
@@ -173,7 +187,18 @@ class TrainConfig:
         need(self.minibatch_size >= 1 and self.ppo_epochs >= 1, "minibatch_size, ppo_epochs >= 1")
         need(self.micro_batch_size is None or self.micro_batch_size >= 1, "micro_batch_size >= 1")
         need(self.reward_mode in ("absolute", "delta"), "reward_mode: 'absolute' or 'delta'")
-        need(self.kl_estimator in ("k1", "k3"), "kl_estimator: 'k1' or 'k3'")
+        need(self.kl_estimator in ("k1", "k2", "k3"), "kl_estimator: 'k1', 'k2' or 'k3'")
+        need(self.kl_loss_estimator in ("k2", "k3"),
+             f"kl_loss_estimator: 'k2' or 'k3', not {self.kl_loss_estimator!r} (a KL loss with "
+             "k1 has zero expected gradient: the KL term would do nothing)")
+        need(self.discount_per in ("turn", "token"), "discount_per: 'turn' or 'token'")
+        need(self.clip_range_high is None or self.clip_range_high > 0, "clip_range_high > 0")
+        need(self.clip_ratio_c is None or self.clip_ratio_c > 1.0, "clip_ratio_c must be > 1")
+        need(self.lora_dropout == 0.0,
+             f"lora_dropout must be 0, not {self.lora_dropout}: PPO's old log-probs come from an "
+             "eval-mode pass and the new ones from a train-mode pass, so dropout makes them "
+             "differ before any update (ratios of 0.96-0.99 and tokens clipped at the first "
+             "minibatch); RL uses no dropout")
         need(self.advantage_estimator in ("gae", "grpo"), "advantage_estimator: 'gae' or 'grpo'")
         need(self.feedback in ("compact", "full"), "feedback: 'compact' or 'full'")
         need(self.wandb_mode in ("offline", "online", "disabled"),

@@ -36,9 +36,10 @@ lora          target_modules              lora_target_modules (null: every proje
 ppo           learning_rate               lr
 ppo           batch_size                  minibatch_size (episodes per optimizer step)
 ppo           value_head_lr, weight_decay, adam_eps, ppo_epochs, micro_batch_size,
-              clip_range, value_clip_range, vf_coef, entropy_coef, max_grad_norm, gamma,
-              lam, whiten_advantages, target_kl, loss_agg, kl_coef, kl_estimator,
-              kl_in_reward, advantage_estimator, group_size, reward_scale,
+              clip_range, clip_range_high, clip_ratio_c, value_clip_range, vf_coef,
+              entropy_coef, max_grad_norm, gamma, lam, discount_per, whiten_advantages,
+              target_kl, loss_agg, kl_coef, kl_estimator, kl_loss_estimator, kl_in_reward,
+              advantage_estimator, group_size, reward_scale,
               score_batch_size                         the field of the same name
 generation    max_new_tokens, temperature, top_p, top_k, max_context_tokens, feedback,
               system_prompt                            the field of the same name
@@ -116,11 +117,14 @@ SECTIONS: dict[str, dict[str, str]] = {
     "ppo": {"learning_rate": "lr", "value_head_lr": "value_head_lr",
             "weight_decay": "weight_decay", "adam_eps": "adam_eps", "ppo_epochs": "ppo_epochs",
             "batch_size": "minibatch_size", "micro_batch_size": "micro_batch_size",
-            "clip_range": "clip_range", "value_clip_range": "value_clip_range",
+            "clip_range": "clip_range", "clip_range_high": "clip_range_high",
+            "clip_ratio_c": "clip_ratio_c", "value_clip_range": "value_clip_range",
             "vf_coef": "vf_coef", "entropy_coef": "entropy_coef",
             "max_grad_norm": "max_grad_norm", "gamma": "gamma", "lam": "lam",
+            "discount_per": "discount_per",
             "whiten_advantages": "whiten_advantages", "target_kl": "target_kl",
             "loss_agg": "loss_agg", "kl_coef": "kl_coef", "kl_estimator": "kl_estimator",
+            "kl_loss_estimator": "kl_loss_estimator",
             "kl_in_reward": "kl_in_reward", "advantage_estimator": "advantage_estimator",
             "group_size": "group_size", "reward_scale": "reward_scale",
             "score_batch_size": "score_batch_size"},

@@ -47,13 +47,14 @@ class LoraSettings:
     so an adapted model starts exactly equal to its base.
 
     rank=16, alpha=32 (scale 2) is the common default for sub-1B models. dropout acts on the
-    adapter's input in train mode only; note that PPO's old log-probs are computed in eval mode,
-    so with dropout > 0 the first ratio of an update is not exactly 1 (set 0.0 for exact ratios).
+    adapter's input in train mode only; PPO's old log-probs are computed in eval mode, so with
+    dropout > 0 old and new log-probs differ before any update (the trainer's TrainConfig
+    refuses it; 0, the default, is what RL uses).
     """
 
     rank: int = 16
     alpha: int = 32
-    dropout: float = 0.05
+    dropout: float = 0.0
     target_modules: list[str] = field(default_factory=lambda: list(QWEN3_TARGET_MODULES))
 
     @classmethod

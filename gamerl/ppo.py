@@ -34,6 +34,8 @@ __all__ = [
     "masked_var",
     "masked_whiten",
     "compute_gae",
+    "compute_turn_gae",
+    "turn_ends",
     "compute_grpo_advantages",
     "kl_penalty",
     "agg_loss",
@@ -190,9 +192,64 @@ def compute_gae(
     (verl then whitens inside the function; we do not).
     """
     m = _as_bool(mask)
+    f64 = dict(dtype=torch.float64, device=m.device)  # exact factors; the scan casts them
+    return _gae_scan(rewards, values, m, torch.full(m.shape, gamma, **f64),
+                     torch.full(m.shape, lam, **f64), "compute_gae")
+
+
+def turn_ends(mask: torch.Tensor) -> torch.Tensor:
+    """``[batch, tokens]`` bool: True on the LAST token of each policy turn.
+
+    A turn is a maximal run of consecutive mask-1 tokens (the rollout always puts at least one
+    environment token between two answers); its last token is a policy token whose right
+    neighbour is not one (or that ends the row)."""
+    m = _as_bool(mask)
+    next_is_policy = torch.zeros_like(m)
+    next_is_policy[:, :-1] = m[:, 1:]
+    return m & ~next_is_policy
+
+
+@torch.no_grad()
+def compute_turn_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    gamma: float = 0.99,
+    lam: float = 0.95,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Turn-level GAE: ``gamma`` and ``lam`` act between TURNS; inside an answer both are 1.
+
+    Same arguments, outputs and mask-0 handling as ``compute_gae``. The only difference is
+    where the discount is applied: from the last token of turn k to the first token of turn
+    k+1 (``turn_ends``), and nowhere else. So for every token t of turn k, ending at token L::
+
+        A_t = (r_L + gamma * V(first token of turn k+1) - V_t)     # rewards inside the turn
+              + gamma * lam * A(first token of turn k+1)           # are summed undiscounted
+        R_t = A_t + V_t  (the same target for every token of the turn)
+
+    WHY: in a multi-turn game the decision is the whole answer. Per-token discounting
+    (``compute_gae``) gives the first token of a 40-token password (gamma * lam)^39 of the
+    credit of its last token (9% at the seed's gamma 0.99, lam 0.95), and makes gamma mean
+    "per token", so 0.99 over a 30-turn game of 256-token answers is a horizon of one or two
+    turns. Here gamma 0.99 / lam 0.95 mean what they say for turns, whatever the answer
+    lengths. Each token keeps its own baseline V_t (the critic still sees every prefix).
+    """
+    m = _as_bool(mask)
+    ends = turn_ends(m)
+    one = torch.ones(m.shape, dtype=torch.float64, device=m.device)
+    return _gae_scan(rewards, values, m, torch.where(ends, gamma, one),
+                     torch.where(ends, lam, one), "compute_turn_gae")
+
+
+def _gae_scan(rewards: torch.Tensor, values: torch.Tensor, m: torch.Tensor,
+              gamma_t: torch.Tensor, lam_t: torch.Tensor, name: str
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The GAE recursion with a per-token discount: ``gamma_t[b, t]`` / ``lam_t[b, t]`` are
+    the factors from policy token t to the NEXT policy token of its row (skipping mask-0
+    tokens). ``compute_gae`` passes constants, ``compute_turn_gae`` puts them on turn ends."""
     if rewards.shape != values.shape or values.shape != m.shape:
         raise ValueError(
-            f"compute_gae: shapes differ: rewards {tuple(rewards.shape)}, "
+            f"{name}: shapes differ: rewards {tuple(rewards.shape)}, "
             f"values {tuple(values.shape)}, mask {tuple(m.shape)}"
         )
     # bf16 critic outputs would make the long recursion drift; do the arithmetic in >= fp32.
@@ -204,18 +261,20 @@ def compute_gae(
     v = torch.where(m, values.to(dtype), zero)
     if bool((torch.where(m, zero, rewards.to(dtype)) != 0).any()):
         raise ValueError(
-            "compute_gae: non-zero reward on a mask-0 (prompt/environment/padding) token; "
+            f"{name}: non-zero reward on a mask-0 (prompt/environment/padding) token; "
             "put rewards on the last policy token of the turn instead"
         )
 
+    gamma_t = gamma_t.to(dtype=dtype, device=v.device)
+    lam_t = lam_t.to(dtype=dtype, device=v.device)
     batch, n_tokens = v.shape
     advantages = torch.zeros_like(v)
     next_value = torch.zeros(batch, dtype=dtype, device=v.device)  # V of next policy token
     next_adv = torch.zeros(batch, dtype=dtype, device=v.device)  # A of next policy token
     # Loop over tokens (vectorised over the batch): the recursion is sequential in t.
     for t in reversed(range(n_tokens)):
-        delta = r[:, t] + gamma * next_value - v[:, t]
-        adv_t = delta + gamma * lam * next_adv
+        delta = r[:, t] + gamma_t[:, t] * next_value - v[:, t]
+        adv_t = delta + gamma_t[:, t] * lam_t[:, t] * next_adv
         is_policy = m[:, t]
         # Policy token: it becomes the "next" token for t-1.
         # Mask-0 token: carry the running values over it unchanged (the skip).
@@ -376,6 +435,7 @@ def ppo_policy_loss(
     clip_range: float = 0.2,
     clip_range_high: Optional[float] = None,
     loss_agg: str = "token-mean",
+    clip_ratio_c: Optional[float] = None,
 ) -> PolicyLossOutput:
     """PPO clipped surrogate loss (to minimise).
 
@@ -388,6 +448,8 @@ def ppo_policy_loss(
         clip_range_high: upper clip; None means ``clip_range`` (symmetric). DAPO's
             "clip-higher" uses e.g. 0.28 so low-probability tokens can still grow.
         loss_agg: ``"token-mean"`` or ``"seq-mean-token-mean"`` (see ``agg_loss``).
+        clip_ratio_c: dual-clip bound (> 1; verl's ``clip_ratio_c``, 3.0 there), or None for
+            plain PPO. See below.
 
     Per token, with ``r = exp(logp - old_logp)``::
 
@@ -395,6 +457,14 @@ def ppo_policy_loss(
 
     Taking the pessimistic (larger) loss means clipping only removes incentive, never adds
     it: when the clipped branch wins, it is constant in theta and the token's gradient is 0.
+
+    Dual clip (Ye et al. 2020, "Mastering Complex Control in MOBA Games"): for A < 0 the
+    pessimistic loss ``-A * r`` grows without bound in r, so one token the policy has made far
+    MORE likely than the sampler did (r >> 1, e.g. after many updates on stale data) can
+    dominate a minibatch. With ``clip_ratio_c`` the loss of A < 0 tokens is capped at
+    ``-A * clip_ratio_c`` (constant, so their gradient stops there)::
+
+        loss_t = min(loss_t, -A * clip_ratio_c)    if A < 0
 
     ``clip_fraction`` counts the tokens where the clipped branch is strictly larger, i.e.
     exactly the tokens whose gradient was switched off (verl's ``pg_clipfrac``). A ratio
@@ -415,10 +485,20 @@ def ppo_policy_loss(
     loss_unclipped = -advantages * ratio
     loss_clipped = -advantages * ratio.clamp(1.0 - clip_range, 1.0 + clip_range_high)
     loss_mat = torch.maximum(loss_unclipped, loss_clipped)
+    dual_clipped = torch.zeros_like(m)
+    if clip_ratio_c is not None:
+        if clip_ratio_c <= 1.0:
+            raise ValueError(f"ppo_policy_loss: clip_ratio_c must be > 1, got {clip_ratio_c}")
+        cap = -advantages * clip_ratio_c
+        dual_clipped = (advantages < 0) & (loss_mat > cap)
+        loss_mat = torch.where(dual_clipped, cap, loss_mat)
     loss = agg_loss(loss_mat, m, loss_agg)
 
     with torch.no_grad():
-        clip_fraction = masked_mean((loss_clipped > loss_unclipped).to(ratio.dtype), m)
+        # tokens whose gradient a clip switched off (either clip: the dual clip's cap is
+        # constant in theta too)
+        switched_off = (loss_clipped > loss_unclipped) | dual_clipped
+        clip_fraction = masked_mean(switched_off.to(ratio.dtype), m)
         # k3 for KL(old || new) with samples from old: (r - 1) - log r  (CleanRL's approx_kl)
         approx_kl = masked_mean((ratio - 1.0) - log_ratio, m)
         ratio_mean = masked_mean(ratio, m)

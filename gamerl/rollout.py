@@ -53,6 +53,7 @@ import torch
 
 from .games import get_task, instance_seed
 from .models import ENDOFTEXT, IM_END, chat_prompt
+from .scoring import Sampling, SampledLogprobs, sampling_processors
 
 # ----------------------------------------------------------------------------- extraction
 
@@ -233,7 +234,7 @@ class RolloutConfig:
     max_context_tokens: int = 4096
     feedback: str = "compact"
     system_prompt: Optional[str] = None
-    record_logprobs: bool = True  # keep per-step logits to log-prob the samples (B x V per step)
+    record_logprobs: bool = True  # log pi of each sampled token (for the trainer's self-check)
     task: str = "password_game"  # gamerl.games.TASKS
 
     @classmethod
@@ -258,10 +259,10 @@ def stop_token_ids(lm, tokenizer) -> list[int]:
 class LMPolicy:
     """A causal LM as a TurnPolicy: one batched, left-padded ``generate`` call per turn.
 
-    Log-probs are of the temperature-scaled distribution, softmax(logits / T), computed from the
-    raw logits ``generate`` returns (before top-k/top-p): that is the distribution PPO optimises
-    (trainer.forward_policy divides by the same T). The top-k/top-p truncation is not part of it,
-    as in verl and OpenRLHF; every sampled token lies inside the truncated set.
+    Sampling runs through ``gamerl.scoring``'s processors (temperature, top-k, top-p: the
+    warpers of transformers, in generate's order), followed by a recorder that keeps each
+    sampled token's log-prob under that truncated distribution: exactly what PPO scores later
+    (scoring.score_tokens), one ``[B, V]`` row in memory at a time.
     """
 
     def __init__(self, lm, tokenizer, cfg: RolloutConfig):
@@ -279,9 +280,18 @@ class LMPolicy:
         for i, c in enumerate(contexts):  # left padding: every row ends at column `width`
             ids[i, width - len(c):] = torch.tensor(c, dtype=torch.long)
             mask[i, width - len(c):] = 1
-        sampling = (dict(do_sample=False, temperature=None, top_p=None, top_k=None) if cfg.greedy
-                    else dict(do_sample=True, temperature=cfg.temperature, top_p=cfg.top_p,
-                              top_k=cfg.top_k))
+        recorder = None
+        if cfg.greedy:
+            sampling = dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+        else:
+            # generate's own warpers off (temperature 1, top_k 0, top_p 1: none is added), ours
+            # on, in the same order, then the recorder: it must see the final, truncated scores.
+            processors = sampling_processors(Sampling.from_config(cfg))
+            if cfg.record_logprobs:
+                recorder = SampledLogprobs()
+                processors.append(recorder)
+            sampling = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+                            logits_processor=processors)
         was_training = self.lm.training
         self.lm.eval()
         try:
@@ -290,14 +300,12 @@ class LMPolicy:
                 input_ids=ids.to(device), attention_mask=mask.to(device),
                 max_new_tokens=cfg.max_new_tokens, eos_token_id=self.stop_ids,
                 pad_token_id=tok.pad_token_id, use_cache=True, return_dict_in_generate=True,
-                output_logits=cfg.record_logprobs, **sampling)
+                **sampling)
         finally:
             self.lm.train(was_training)
-        new = out.sequences[:, width:].cpu()
-        logprobs = None
-        if cfg.record_logprobs:
-            logits = torch.stack(out.logits, dim=1).float().cpu() / cfg.temperature  # [B, n, V]
-            logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        new = out.sequences[:, width:]
+        logprobs = recorder.finish(new).cpu() if recorder is not None else None
+        new = new.cpu()
         answers = []
         stops = torch.tensor(self.stop_ids)
         for i in range(new.shape[0]):

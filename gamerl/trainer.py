@@ -59,6 +59,7 @@ from .models import (PolicyWithValue, lm_head, lm_trunk, load_policy, load_refer
                      positions_from_mask, unwrap_lm)
 from .replay import FailureReplay
 from .samples import episode_table
+from .scoring import Sampling, score_tokens
 from .rollout import (Episode, LMPolicy, RolloutConfig, TokenBatch, episodes_to_batch, rollout,
                       summarize)
 from .tracking import EPISODES_JSONL, METRICS_JSONL, Tracker, read_jsonl, save_figures, truncate_jsonl
@@ -70,62 +71,72 @@ log = logging.getLogger("gamerl")
 # ----------------------------------------------------------------------------- forward passes
 
 
+@dataclass
+class PolicyPass:
+    """What one forward pass of the policy gives, aligned as the module docstring says."""
+
+    logprobs: torch.Tensor  # [B, T] log pi(token t) of the sampling distribution; 0 off-mask
+    values: torch.Tensor  # [B, T] V(state before token t)
+    entropy: Optional[torch.Tensor] = None  # [B, T] of the sampling distribution at t
+    support: Optional[torch.Tensor] = None  # [N, V/8] packed supports (derive_support=True)
+
+
+def _policy_positions(input_ids: torch.Tensor, mask: Optional[torch.Tensor],
+                      attention_mask: torch.Tensor) -> torch.Tensor:
+    """[B, T-1] bool: the positions t-1 whose next token t is scored (policy tokens only)."""
+    return (mask if mask is not None else attention_mask)[:, 1:].bool()
+
+
+def _scatter(sel: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """N per-token values back to [B, T] (0 elsewhere, column 0 included); keeps the graph."""
+    zeros = torch.zeros(sel.shape, dtype=torch.float32, device=sel.device)
+    return F.pad(zeros.masked_scatter(sel, values), (1, 0))
+
+
 def forward_policy(policy: PolicyWithValue, input_ids: torch.Tensor,
-                   attention_mask: torch.Tensor, temperature: float, with_entropy: bool = False,
-                   mask: Optional[torch.Tensor] = None):
-    """(logprobs [B,T], values [B,T], entropy [B,T] or None), aligned as the module says.
+                   attention_mask: torch.Tensor, sampling: Sampling, *,
+                   mask: Optional[torch.Tensor] = None, support: Optional[torch.Tensor] = None,
+                   derive_support: bool = False, with_entropy: bool = False,
+                   entropy_grad: bool = False) -> PolicyPass:
+    """Log-probs, values (and entropy) of every policy token, as the rollout sampled them.
 
-    Logits are divided by the sampling temperature: the policy PPO optimises is the distribution
-    the rollouts sampled from (rollout.LMPolicy records log-probs the same way).
-
-    This is ``PolicyWithValue.forward`` with one saving: with ``mask`` given, the LM head (and
-    the log-softmax over the vocabulary) runs only at the positions whose next token is a policy
-    token; log-probs and entropy are 0 elsewhere. In multi-turn games most tokens are prompt and
-    feedback, so this skips most of the [B, T, vocab] logits (for Qwen3's 152k vocabulary, most
-    of the activation memory)."""
+    The trunk runs over the whole sequence; the LM head and the fp32 log-softmax only at the
+    positions whose next token is a policy token (``mask``; all tokens when None), in chunks,
+    under ``sampling``'s temperature and top-k/top-p support (``gamerl.scoring``): the old pass
+    derives the supports (``derive_support``), the update passes them back (``support``, the
+    ``[N, V/8]`` rows of exactly these positions, in row-major order). In multi-turn games most
+    tokens are prompt and feedback, so this skips most of the ``[B, T, vocab]`` logits."""
     hidden = lm_trunk(policy.lm)(input_ids=input_ids, attention_mask=attention_mask,
                                  position_ids=positions_from_mask(attention_mask),
                                  use_cache=False).last_hidden_state
     values = F.pad(policy.value_head(hidden)[:, :-1], (1, 0))  # V(state before token t)
-    head = lm_head(policy.lm)
-    prev, labels = hidden[:, :-1], input_ids[:, 1:]  # hidden at t-1 predicts token t
-    if mask is None:
-        logits = head(prev) / temperature
-        logprobs = F.pad(ppo.logprobs_from_logits(logits, labels), (1, 0))
-        entropy = F.pad(ppo.entropy_from_logits(logits), (1, 0)) if with_entropy else None
-        return logprobs, values, entropy
-    sel = mask[:, 1:].bool()
-    logits = head(prev[sel]).unsqueeze(0) / temperature  # [1, N, V], N = policy tokens
-    zeros = torch.zeros(sel.shape, dtype=torch.float32, device=sel.device)
-    # masked_scatter puts the N values back in place and keeps the autograd graph.
-    logprobs = F.pad(zeros.masked_scatter(sel, ppo.logprobs_from_logits(logits, labels[sel][None])[0]),
-                     (1, 0))
-    entropy = (F.pad(zeros.masked_scatter(sel, ppo.entropy_from_logits(logits)[0]), (1, 0))
-               if with_entropy else None)
-    return logprobs, values, entropy
+    sel = _policy_positions(input_ids, mask, attention_mask)
+    scores = score_tokens(hidden[:, :-1][sel], lm_head(policy.lm), input_ids[:, 1:][sel],
+                          sampling, support=support, derive_support=derive_support,
+                          with_entropy=with_entropy, entropy_grad=entropy_grad)
+    entropy = _scatter(sel, scores.entropy) if with_entropy else None
+    return PolicyPass(_scatter(sel, scores.logprobs), values, entropy, scores.support)
 
 
 @torch.no_grad()
 def reference_logprobs(ref_lm, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                       temperature: float, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """log pi_ref(token t) for every t (or only where ``mask`` is 1, 0 elsewhere).
+                       sampling: Sampling, mask: Optional[torch.Tensor] = None,
+                       support: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """log pi_ref(token t) over the same supports as the policy's (0 off-mask).
 
     With LoRA the reference is the policy's own (peft) model with its adapters switched off:
     the frozen base weights, with no second copy in memory."""
     if is_peft(ref_lm):
         with adapter_disabled(ref_lm):
-            return reference_logprobs(unwrap_lm(ref_lm), input_ids, attention_mask, temperature,
-                                      mask)
+            return reference_logprobs(unwrap_lm(ref_lm), input_ids, attention_mask, sampling,
+                                      mask, support)
     hidden = lm_trunk(ref_lm)(input_ids=input_ids, attention_mask=attention_mask,
                               position_ids=positions_from_mask(attention_mask),
                               use_cache=False).last_hidden_state[:, :-1]
-    labels = input_ids[:, 1:]
-    head = lm_head(ref_lm)
-    if mask is None:
-        return F.pad(ppo.logprobs_from_logits(head(hidden) / temperature, labels), (1, 0))
-    sel = mask[:, 1:].bool()
-    lp = ppo.logprobs_from_logits(head(hidden[sel]).unsqueeze(0) / temperature, labels[sel][None])[0]
-    return F.pad(torch.zeros(sel.shape, device=sel.device).masked_scatter(sel, lp), (1, 0))
+    sel = _policy_positions(input_ids, mask, attention_mask)
+    scores = score_tokens(hidden[sel], lm_head(ref_lm), input_ids[:, 1:][sel], sampling,
+                          support=support)
+    return _scatter(sel, scores.logprobs)
 
 
 # ----------------------------------------------------------------------------- the batch
@@ -140,55 +151,83 @@ class PPOBatch:
     attention_mask: torch.Tensor
     mask: torch.Tensor  # 1.0 on policy tokens
     env_rewards: torch.Tensor  # the game's per-turn rewards, on each turn's last policy token
-    gen_logprobs: torch.Tensor  # recorded while sampling (diagnostic only)
+    gen_logprobs: torch.Tensor  # recorded while sampling (the self-check compares them)
     old_logprobs: torch.Tensor  # pi_old, recomputed by a forward pass (the ratio's denominator)
     old_values: torch.Tensor  # V_old (the critic at collection time)
     ref_logprobs: torch.Tensor  # pi_ref, the frozen reference
     group_ids: torch.Tensor  # [B] which game seed (GRPO groups)
+    # The sampling supports (top-k/top-p) of the policy tokens, [N, V/8] packed, in row-major
+    # order of mask[:, 1:]; support_index [B, T] is each policy token's row in it (-1 elsewhere).
+    # None when sampling does not truncate.
+    support: Optional[torch.Tensor] = None
+    support_index: Optional[torch.Tensor] = None
     rewards: Optional[torch.Tensor] = None  # token rewards used for GAE (scaled, - KL)
     advantages: Optional[torch.Tensor] = None
     returns: Optional[torch.Tensor] = None
     rollout_seconds: float = 0.0
     score_seconds: float = 0.0
+    dtype: torch.dtype = torch.float32  # the policy's, which sets the self-check's tolerance
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
-    def rows(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The tensors of rows ``idx``, cut to the longest of them (right padding is waste)."""
+    def rows(self, idx: torch.Tensor) -> dict[str, Any]:
+        """The tensors of rows ``idx``, cut to the longest of them (right padding is waste),
+        with their policy tokens' supports."""
         width = int(self.attention_mask[idx].sum(-1).max())
         names = ("input_ids", "attention_mask", "mask", "old_logprobs", "old_values",
                  "ref_logprobs", "advantages", "returns")
-        return {n: getattr(self, n)[idx, :width] for n in names}
+        out: dict[str, Any] = {n: getattr(self, n)[idx, :width] for n in names}
+        out["support"] = None
+        if self.support is not None:
+            index = self.support_index[idx, :width][:, 1:]
+            out["support"] = self.support[index[out["mask"][:, 1:].bool()]]
+        return out
 
 
 def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
             make_env: Callable[..., Any], cfg: TrainConfig) -> PPOBatch:
-    """Play one episode per instance (seed) with the current policy, then score every token."""
+    """Play one episode per instance (seed) with the current policy, then score every token:
+    old log-probs and values (deriving each token's sampling support), and the reference's
+    log-probs over the same supports."""
     t0 = time.time()
     rcfg = RolloutConfig.from_train_config(cfg)
     episodes = rollout(LMPolicy(policy.lm, tokenizer, rcfg), tokenizer, seeds, make_env, rcfg)
     t1 = time.time()
     tb: TokenBatch = episodes_to_batch(episodes, tokenizer.pad_token_id).to(policy.device)
-    old_logprobs, old_values, ref_logprobs = [], [], []
+    sampling = Sampling.from_config(cfg)
+    old_logprobs, old_values, ref_logprobs, supports = [], [], [], []
     was_training = policy.training
     policy.eval()
     with torch.no_grad():
         for s in range(0, len(episodes), cfg.score_batch_size):
             rows = slice(s, s + cfg.score_batch_size)
             ids, am, m = tb.input_ids[rows], tb.attention_mask[rows], tb.mask[rows]
-            lp, v, _ = forward_policy(policy, ids, am, cfg.temperature, mask=m)
-            old_logprobs.append(lp)
-            old_values.append(v)
-            ref_logprobs.append(reference_logprobs(reference, ids, am, cfg.temperature, mask=m))
+            old = forward_policy(policy, ids, am, sampling, mask=m, derive_support=True)
+            old_logprobs.append(old.logprobs)
+            old_values.append(old.values)
+            supports.append(old.support)
+            ref_logprobs.append(reference_logprobs(reference, ids, am, sampling, mask=m,
+                                                   support=old.support))
     policy.train(was_training)
+    support = torch.cat(supports) if supports[0] is not None else None
     return PPOBatch(
         episodes=episodes, input_ids=tb.input_ids, attention_mask=tb.attention_mask,
         mask=tb.mask, env_rewards=tb.rewards, gen_logprobs=tb.gen_logprobs,
         old_logprobs=torch.cat(old_logprobs).float(), old_values=torch.cat(old_values).float(),
-        ref_logprobs=torch.cat(ref_logprobs).float(),
+        ref_logprobs=torch.cat(ref_logprobs).float(), support=support,
+        support_index=None if support is None else support_rows(tb.mask),
         group_ids=group_ids(seeds).to(policy.device),
-        rollout_seconds=t1 - t0, score_seconds=time.time() - t1)
+        rollout_seconds=t1 - t0, score_seconds=time.time() - t1, dtype=unwrap_lm(policy.lm).dtype)
+
+
+def support_rows(mask: torch.Tensor) -> torch.Tensor:
+    """[B, T] long: each policy token's row in the packed supports (row-major order of the
+    policy tokens, as ``forward_policy`` scores them), -1 on other tokens."""
+    sel = mask.bool()
+    index = torch.full(sel.shape, -1, dtype=torch.long, device=sel.device)
+    index[sel] = torch.arange(int(sel.sum()), device=sel.device)
+    return index
 
 
 def group_ids(instances: list[Any]) -> torch.Tensor:
@@ -198,30 +237,66 @@ def group_ids(instances: list[Any]) -> torch.Tensor:
     return torch.tensor([index[k] for k in keys], dtype=torch.long)
 
 
+# ----------------------------------------------------------------------------- self-check
+
+# Mean |log-prob difference| per token that two passes of the SAME weights may show, by dtype:
+# fp32 differs only in summation order (~1e-6 measured on tiny); bf16's 8-bit mantissa gives
+# ~1e-2 between a KV-cached generate and a full forward.
+LOGPROB_TOLERANCE = {torch.float32: 1e-3, torch.float64: 1e-6, torch.float16: 2e-2,
+                     torch.bfloat16: 5e-2}
+
+
+def check_logprobs(name: str, a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor,
+                   dtype: torch.dtype) -> dict[str, float]:
+    """Compare two passes' log-probs on policy tokens; warn, with the numbers, past the dtype's
+    tolerance. Returns ``check/<name>_mean_abs``, ``_max_abs`` and ``_mismatch`` (0 or 1)."""
+    m = mask.bool()
+    diff = (a[m] - b[m]).abs() if m.any() else torch.zeros(1)
+    mean, worst = float(diff.mean()), float(diff.max())
+    tol = LOGPROB_TOLERANCE.get(dtype, 5e-2)
+    bad = not mean <= tol  # nan counts as a mismatch
+    if bad:
+        log.warning(
+            "self-check %s: log-probs of the same weights differ by %.4g nats per token on "
+            "average (max %.4g) over %d policy tokens; the %s tolerance is %.0e. PPO is not "
+            "optimising the policy that sampled: check the sampling settings, dropout, and "
+            "the tokens (no re-encoding) of this batch.", name, mean, worst, int(m.sum()),
+            str(dtype).removeprefix("torch."), tol)
+    return {f"check/{name}_mean_abs": mean, f"check/{name}_max_abs": worst,
+            f"check/{name}_mismatch": float(bad)}
+
+
 # ----------------------------------------------------------------------------- advantages
 
 
 @torch.no_grad()
 def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
-    """Fill ``batch.rewards/advantages/returns``; return statistics for the log."""
+    """Fill ``batch.rewards/advantages/returns``; return statistics for the log.
+
+    GAE (``cfg.discount_per`` "turn": gamma/lam between turns, or "token": verl's per-token
+    GAE), with the KL penalty (``kl_estimator``) in the reward when ``kl_in_reward``; then the
+    advantages are whitened over the batch's policy tokens. GRPO: each episode's scaled return
+    against its group's, used AS IS (already normalised per group: whitening again would shift
+    a tied group's zeros, see ``ppo.compute_grpo_advantages``)."""
     mask = batch.mask
+    m = mask.bool()
     kl = ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator)
-    kl = torch.where(mask.bool(), kl, torch.zeros_like(kl))
+    kl = torch.where(m, kl, torch.zeros_like(kl))
     rewards = batch.env_rewards * cfg.reward_scale
-    kl_in_reward = cfg.kl_in_reward and cfg.advantage_estimator == "gae"
-    if kl_in_reward and cfg.kl_coef:
+    gae = cfg.advantage_estimator == "gae"
+    if gae and cfg.kl_in_reward and cfg.kl_coef:
         rewards = rewards - cfg.kl_coef * kl  # on policy tokens only (kl is 0 elsewhere)
-    if cfg.advantage_estimator == "gae":
-        advantages, returns = ppo.compute_gae(rewards, batch.old_values, mask, cfg.gamma, cfg.lam)
+    if gae:
+        estimator = ppo.compute_turn_gae if cfg.discount_per == "turn" else ppo.compute_gae
+        advantages, returns = estimator(rewards, batch.old_values, mask, cfg.gamma, cfg.lam)
+        raw = advantages
+        if cfg.whiten_advantages:
+            advantages = ppo.masked_whiten(advantages, mask)
     else:  # GRPO: the episode's (scaled) return against the other plays of the same game
         scores = rewards.sum(-1)
-        advantages = ppo.compute_grpo_advantages(scores, batch.group_ids, mask)
-        returns = torch.where(mask.bool(), advantages + batch.old_values, torch.zeros_like(advantages))
-    raw = advantages
-    if cfg.whiten_advantages:
-        advantages = ppo.masked_whiten(advantages, mask)
+        advantages = raw = ppo.compute_grpo_advantages(scores, batch.group_ids, mask)
+        returns = torch.where(m, advantages + batch.old_values, torch.zeros_like(advantages))
     batch.rewards, batch.advantages, batch.returns = rewards, advantages, returns
-    m = mask.bool()
     return {
         "kl_ref": float(ppo.masked_mean(kl, mask)),  # KL(pi_old || pi_ref) per policy token
         "kl_ref_k3": float(ppo.masked_mean(ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, "k3"), mask)),
@@ -229,9 +304,8 @@ def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
         "return_mean": float(ppo.masked_mean(returns, mask)),
         "value_mean": float(ppo.masked_mean(batch.old_values, mask)),
         "explained_variance": ppo.explained_variance(batch.old_values, returns, mask),
-        # sampling-time vs recomputed log-probs: large gaps mean inference/training numerics differ
-        "gen_logprob_max_abs_diff": float((batch.gen_logprobs[m] - batch.old_logprobs[m]).abs().max())
-        if m.any() else 0.0,
+        # sampling-time vs recomputed log-probs: the inference and training numerics agree?
+        **check_logprobs("gen_vs_old", batch.gen_logprobs, batch.old_logprobs, mask, batch.dtype),
     }
 
 
@@ -240,13 +314,18 @@ def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
 
 def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch: PPOBatch,
                cfg: TrainConfig) -> dict[str, float]:
-    """``ppo_epochs`` x minibatches of clipped PPO on one batch. Returns averaged diagnostics."""
+    """``ppo_epochs`` x minibatches of clipped PPO on one batch. Returns averaged diagnostics,
+    with the self-check of the first micro-batch (before any step the new log-probs must equal
+    the old ones: ratio 1)."""
     policy.train()
     params = [p for group in optimizer.param_groups for p in group["params"]]
     use_critic = cfg.advantage_estimator == "gae"
-    kl_loss = cfg.kl_coef > 0 and not (cfg.kl_in_reward and cfg.advantage_estimator == "gae")
-    with_entropy = True  # logged always; it costs one softmax over the vocab per token
+    kl_loss = cfg.kl_coef > 0 and not (cfg.kl_in_reward and use_critic)
+    sampling = Sampling.from_config(cfg)
+    # The entropy is always logged; it needs a graph only when the bonus uses it.
+    entropy_grad = cfg.entropy_coef != 0
     stats: dict[str, list[float]] = defaultdict(list)
+    checks: dict[str, float] = {}
     skipped, steps, tokens_seen = 0, 0, 0
     t0 = time.time()
     n = len(batch)
@@ -261,21 +340,29 @@ def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch:
             finite = True
             for ms in range(0, len(rows), micro):
                 mb = batch.rows(rows[ms:ms + micro])
-                logprobs, values, entropy = forward_policy(
-                    policy, mb["input_ids"], mb["attention_mask"], cfg.temperature, with_entropy,
-                    mask=mb["mask"])
-                pg = ppo.ppo_policy_loss(logprobs, mb["old_logprobs"], mb["advantages"], mb["mask"],
-                                         cfg.clip_range, loss_agg=cfg.loss_agg)
-                v_loss, v_clip = ppo.ppo_value_loss(values, mb["old_values"], mb["returns"],
+                new = forward_policy(policy, mb["input_ids"], mb["attention_mask"], sampling,
+                                     mask=mb["mask"], support=mb["support"], with_entropy=True,
+                                     entropy_grad=entropy_grad)
+                if not checks:  # the first micro-batch, before any optimizer step
+                    checks = check_logprobs("first_ratio", new.logprobs.detach(),
+                                            mb["old_logprobs"], mb["mask"], batch.dtype)
+                pg = ppo.ppo_policy_loss(new.logprobs, mb["old_logprobs"], mb["advantages"],
+                                         mb["mask"], cfg.clip_range, cfg.clip_range_high,
+                                         cfg.loss_agg, cfg.clip_ratio_c)
+                v_loss, v_clip = ppo.ppo_value_loss(new.values, mb["old_values"], mb["returns"],
                                                     mb["mask"], cfg.value_clip_range)
-                ent = ppo.masked_mean(entropy, mb["mask"])
+                ent = ppo.masked_mean(new.entropy, mb["mask"])
                 loss = pg.loss - cfg.entropy_coef * ent
                 if use_critic:
                     loss = loss + cfg.vf_coef * v_loss
-                kl = ppo.masked_mean(ppo.kl_penalty(logprobs, mb["ref_logprobs"], cfg.kl_estimator),
-                                     mb["mask"])
-                if kl_loss:
+                if kl_loss:  # an estimator whose gradient is a KL's (validate refuses k1)
+                    kl = ppo.masked_mean(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"],
+                                                        cfg.kl_loss_estimator), mb["mask"])
                     loss = loss + cfg.kl_coef * kl
+                else:  # logged only
+                    with torch.no_grad():
+                        kl = ppo.masked_mean(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"],
+                                                            "k3"), mb["mask"])
                 if not ppo.all_finite(loss):  # the NaN guard, part 1: never backprop a nan
                     finite = False
                     break
@@ -310,7 +397,7 @@ def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch:
     seconds = time.time() - t0
     out = {k: float(np.nanmean(v)) for k, v in stats.items() if v}
     out.update(skipped_updates=skipped, optimizer_steps=steps, update_seconds=seconds,
-               update_tokens_per_s=tokens_seen / max(seconds, 1e-9))
+               update_tokens_per_s=tokens_seen / max(seconds, 1e-9), **checks)
     return out
 
 
@@ -356,6 +443,12 @@ def epoch_seeds(cfg: TrainConfig, epoch: int, stage: Optional[dict] = None,
     if grpo:
         return [g for g in games for _ in range(cfg.group_size)]
     return games
+
+
+def prefixed(section: str, stats: dict[str, Any]) -> dict[str, Any]:
+    """``section/key`` for each key, except the self-check's ``check/...`` keys, which keep
+    their own section (the tracker shows them together)."""
+    return {(k if k.startswith("check/") else f"{section}/{k}"): v for k, v in stats.items()}
 
 
 def scalars(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -540,8 +633,7 @@ class Trainer:
         policy_tokens = float(batch.mask.sum())
         metrics = {"kind": "epoch", "epoch": epoch,
                    **{f"rollout/{k}": v for k, v in roll.items()},
-                   **{f"adv/{k}": v for k, v in adv_stats.items()},
-                   **{f"update/{k}": v for k, v in upd_stats.items()},
+                   **prefixed("adv", adv_stats), **prefixed("update", upd_stats),
                    "perf/rollout_seconds": batch.rollout_seconds,
                    "perf/rollout_tokens_per_s": policy_tokens / max(batch.rollout_seconds, 1e-9),
                    "perf/score_seconds": batch.score_seconds, **extra}
@@ -635,5 +727,6 @@ class Trainer:
 
 
 __all__ = ["PPOBatch", "Trainer", "TrainerState", "collect", "compute_advantages",
-           "epoch_seeds", "forward_policy", "make_optimizer", "ppo_update", "reference_logprobs",
+           "epoch_seeds", "forward_policy", "make_optimizer", "ppo_update", "prefixed",
+           "reference_logprobs", "support_rows",
            "seed_everything"]

@@ -109,7 +109,7 @@ def test_only_adapters_train(tiny_dir, caplog):
 
 def test_settings_from_dict():
     s = LoraSettings.from_dict({"rank": 4, "alpha": 8, "target_modules": None})
-    assert (s.rank, s.alpha, s.dropout, s.target_modules) == (4, 8, 0.05, list(QWEN3_TARGET_MODULES))
+    assert (s.rank, s.alpha, s.dropout, s.target_modules) == (4, 8, 0.0, list(QWEN3_TARGET_MODULES))
     assert LoraSettings.from_dict(s.to_dict()) == s
 
 

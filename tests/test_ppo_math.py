@@ -15,6 +15,7 @@ from gamerl.ppo import (
     all_finite,
     compute_gae,
     compute_grpo_advantages,
+    compute_turn_gae,
     entropy_from_logits,
     explained_variance,
     kl_penalty,
@@ -24,6 +25,7 @@ from gamerl.ppo import (
     masked_whiten,
     ppo_policy_loss,
     ppo_value_loss,
+    turn_ends,
 )
 
 F64 = torch.float64
@@ -221,6 +223,62 @@ def test_gae_does_not_whiten():
     close(adv, [[10.0, 10.0]])  # whitened would be [0, 0]
 
 
+# ----------------------------------------------------------------------------- turn-level GAE
+
+
+def test_turn_ends_marks_the_last_token_of_each_answer():
+    mask = t([[0, 1, 1, 1, 0, 0, 1, 1, 0], [1, 0, 1, 0, 0, 0, 0, 0, 1]])
+    assert turn_ends(mask).tolist() == [[False, False, False, True, False, False, False, True, False],
+                                        [True, False, True, False, False, False, False, False, True]]
+
+
+def test_turn_gae_hand_computed():
+    gamma, lam = 0.9, 0.8  # gamma * lam = 0.72, applied between turns only
+    # turn 1 = tokens 0-2 (reward 1.0 on token 2), environment 3-4, turn 2 = tokens 5-6
+    # (reward 2.0 on token 6), padding 7; garbage values (9.0) off the mask
+    mask = t([[1, 1, 1, 0, 0, 1, 1, 0]])
+    rewards = t([[0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 2.0, 0.0]])
+    values = t([[0.5, 0.6, 0.7, 9.0, 9.0, 1.0, 1.5, 9.0]])
+    adv, ret = compute_turn_gae(rewards, values, mask, gamma=gamma, lam=lam)
+    # t6 (end of the last turn): delta = 2 + 0.9*0 - 1.5 = 0.5;         A6 = 0.5
+    # t5 (inside, factors 1):    delta = 0 + 1.0*1.5 - 1.0 = 0.5;       A5 = 0.5 + 0.5 = 1.0
+    # t2 (end of turn 1):        delta = 1 + 0.9*1.0 - 0.7 = 1.2;       A2 = 1.2 + 0.72*1.0 = 1.92
+    # t1 (inside):               delta = 0 + 0.7 - 0.6 = 0.1;           A1 = 0.1 + 1.92 = 2.02
+    # t0 (inside):               delta = 0 + 0.6 - 0.5 = 0.1;           A0 = 0.1 + 2.02 = 2.12
+    close(adv, [[2.12, 2.02, 1.92, 0.0, 0.0, 1.0, 0.5, 0.0]])
+    # returns = A + V: every token of a turn has the same target, r + gamma V' + gamma lam A'
+    # (turn 1: 1 + 0.9*1.0 + 0.72*1.0 = 2.62; turn 2: 2)
+    close(ret, [[2.62, 2.62, 2.62, 0.0, 0.0, 2.0, 2.0, 0.0]])
+
+
+def test_turn_gae_gives_every_token_of_an_answer_the_same_credit():
+    # A 40-token password, then feedback, then a second 40-token answer; critic at 0.
+    n = 40
+    mask = torch.cat([torch.ones(n), torch.zeros(5), torch.ones(n)])[None].to(F64)
+    rewards = torch.zeros_like(mask)
+    rewards[0, n - 1], rewards[0, -1] = 1.0, 1.0
+    values = torch.zeros_like(mask)
+    adv, _ = compute_turn_gae(rewards, values, mask, gamma=0.99, lam=0.95)
+    # turn 2: 1; turn 1: 1 + 0.99 * 0.95 * 1 = 1.9405, on all 40 tokens alike
+    close(adv[0, :n], torch.full((n,), 1.9405, dtype=F64), atol=1e-12)
+    close(adv[0, -n:], torch.ones(n, dtype=F64), atol=1e-12)
+    # token-level GAE decays inside the answer: (0.99 * 0.95)^39 = 0.0915 of the last token's
+    token_adv, _ = compute_gae(rewards, values, mask, gamma=0.99, lam=0.95)
+    assert token_adv[0, -n].item() / token_adv[0, -1].item() == pytest.approx(0.9405 ** 39, rel=1e-9)
+    assert 0.09 < 0.9405 ** 39 < 0.092
+
+
+def test_turn_gae_equals_token_gae_when_every_turn_is_one_token():
+    g = torch.Generator().manual_seed(9)
+    mask = t([[1, 0, 1, 0, 0, 1, 0, 1]])
+    rewards = torch.randn(1, 8, generator=g, dtype=F64) * mask
+    values = torch.randn(1, 8, generator=g, dtype=F64)
+    a1, r1 = compute_turn_gae(rewards, values, mask, 0.9, 0.7)
+    a2, r2 = compute_gae(rewards, values, mask, 0.9, 0.7)
+    close(a1, a2, atol=1e-12)
+    close(r1, r2, atol=1e-12)
+
+
 # ======================================================================================
 # GRPO
 # ======================================================================================
@@ -307,6 +365,31 @@ def test_k1_and_k3_are_unbiased_estimates_of_kl():
     logp, ref = p.log()[samples][None], q.log()[samples][None]
     assert kl_penalty(logp, ref, "k1").mean().item() == pytest.approx(true_kl.item(), abs=5e-3)
     assert kl_penalty(logp, ref, "k3").mean().item() == pytest.approx(true_kl.item(), abs=5e-3)
+
+
+def test_kl_loss_gradients_k1_zero_k2_reverse_k3_forward():
+    """The expected gradient of each estimator as a LOSS (tokens sampled from pi, the sampling
+    weights held fixed as in PPO): k1's is exactly 0, so a KL loss with k1 pulls nowhere;
+    k2's is the gradient of KL(pi || ref); k3's that of KL(ref || pi)."""
+    theta = t([0.3, -1.2, 0.8, 0.0, 2.0]).requires_grad_(True)
+    ref = torch.log_softmax(t([1.0, 0.0, -0.5, 0.2, 0.4]), -1)
+
+    def expected_grad(kind):
+        logp = torch.log_softmax(theta, -1)
+        weights = logp.exp().detach()  # E over a ~ pi
+        (g,) = torch.autograd.grad((weights * kl_penalty(logp, ref, kind)).sum(), theta)
+        return g
+
+    def grad_of(f):
+        (g,) = torch.autograd.grad(f(torch.log_softmax(theta, -1)), theta)
+        return g
+
+    close(expected_grad("k1"), torch.zeros(5), atol=1e-12)
+    reverse = grad_of(lambda lp: (lp.exp() * (lp - ref)).sum())  # KL(pi || ref)
+    forward = grad_of(lambda lp: (ref.exp() * (ref - lp)).sum())  # KL(ref || pi)
+    close(expected_grad("k2"), reverse, atol=1e-12)
+    close(expected_grad("k3"), forward, atol=1e-12)
+    assert reverse.abs().max() > 0.05 and forward.abs().max() > 0.05
 
 
 def test_kl_unknown_kind():
@@ -398,6 +481,28 @@ def test_policy_loss_clip_higher():
     hi = ppo_policy_loss(logp, old, adv, mask, clip_range=0.2, clip_range_high=0.28)
     close(hi.loss, (-1.25 + 0.8) / 2, atol=1e-9)
     close(hi.clip_fraction, 0.5)
+
+
+def test_policy_loss_dual_clip_caps_negative_advantages():
+    old = t([[-2.0, -2.0, -2.0, -2.0]])
+    logp = (old + t([[4.0, 2.0, 4.0, 0.5]]).log()).requires_grad_(True)
+    adv = t([[-1.0, -1.0, 1.0, -2.0]])
+    mask = t([[1, 1, 1, 1]])
+    # clip 0.2, clip_ratio_c 3:
+    #   token0 A=-1 r=4:   max(4, 1.2) = 4 > cap 3 -> 3 (dual clip; gradient 0)
+    #   token1 A=-1 r=2:   max(2, 1.2) = 2 <= cap 3 -> 2 (gradient flows)
+    #   token2 A=+1 r=4:   max(-4, -1.2) = -1.2 (ordinary clip; A > 0 is never dual-clipped)
+    #   token3 A=-2 r=0.5: max(1.0, 1.6) = 1.6 (ordinary clip), cap 6
+    out = ppo_policy_loss(logp, old, adv, mask, clip_range=0.2, clip_ratio_c=3.0)
+    close(out.loss, (3.0 + 2.0 - 1.2 + 1.6) / 4, atol=1e-9)
+    close(out.clip_fraction, 0.75)  # tokens 0, 2, 3 have no gradient
+    out.loss.backward()
+    # d/dlogp of (-A r)/4 = -A r / 4: token1 = 1 * 2 / 4 = 0.5; the others 0
+    close(logp.grad, [[0.0, 0.5, 0.0, 0.0]], atol=1e-9)
+    plain = ppo_policy_loss(logp, old, adv, mask, clip_range=0.2)
+    close(plain.loss, (4.0 + 2.0 - 1.2 + 1.6) / 4, atol=1e-9)
+    with pytest.raises(ValueError, match="clip_ratio_c"):
+        ppo_policy_loss(logp, old, adv, mask, clip_ratio_c=1.0)
 
 
 def test_policy_loss_garbage_in_masked_positions_stays_finite():

@@ -48,12 +48,15 @@ def test_one_ppo_update_on_qwen3_0_6b_architecture():
                      env_rewards=rewards, gen_logprobs=zeros, old_logprobs=zeros.clone(),
                      old_values=zeros.clone(), ref_logprobs=zeros.clone(),
                      group_ids=torch.tensor([0]))
-    from gamerl.trainer import forward_policy
+    from gamerl.scoring import Sampling
+    from gamerl.trainer import forward_policy, support_rows
 
     with torch.no_grad():
-        old_lp, old_v, _ = forward_policy(policy, ids, batch.attention_mask, cfg.temperature,
-                                          mask=mask)
-    batch.old_logprobs, batch.old_values, batch.ref_logprobs = old_lp, old_v, old_lp.clone()
+        old = forward_policy(policy, ids, batch.attention_mask, Sampling.from_config(cfg),
+                             mask=mask, derive_support=True)
+    batch.old_logprobs, batch.old_values, batch.ref_logprobs = (old.logprobs, old.values,
+                                                                old.logprobs.clone())
+    batch.support, batch.support_index = old.support, support_rows(mask)
     compute_advantages(batch, cfg)
     before = lm.model.layers[0].mlp.down_proj.weight.detach().clone()
     head_before = policy.value_head.linear.weight.detach().clone()

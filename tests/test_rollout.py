@@ -15,10 +15,12 @@ from gamerl.models import IM_END, PolicyWithValue, build_tiny, chat_prompt, load
 from gamerl.rollout import (Answer, LMPolicy, RolloutConfig, ScriptedPolicy, encode,
                             episodes_to_batch, extract_password, feedback_message, first_messages,
                             rollout)
+from gamerl.scoring import Sampling
 from gamerl.trainer import forward_policy
 from tasks.password_game import GameConfig, LocalPasswordGameEnv
 
 SYSTEM = "Reply with your next password only, on one line."
+SAMPLING = Sampling(temperature=0.7, top_k=50, top_p=0.9)  # rcfg()'s
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +122,8 @@ def test_left_padding_handles_different_context_lengths(tiny):
     assert len({len(c) for c in contexts}) == 3
     for ctx, ans in zip(contexts, answers):
         ids = torch.tensor([ctx + ans.token_ids])
-        lp, _, _ = forward_policy(PolicyWithValue(lm), ids, torch.ones_like(ids), 0.7)
+        lp = forward_policy(PolicyWithValue(lm), ids, torch.ones_like(ids), SAMPLING,
+                            derive_support=True).logprobs
         fresh = lp[0, len(ctx):]
         assert torch.allclose(fresh, torch.tensor(ans.logprobs), atol=1e-4)
 
@@ -170,8 +173,9 @@ def test_generation_logprobs_match_fresh_forward_pass(tiny, episodes):
     lm, tok = tiny
     batch = episodes_to_batch(episodes, tok.pad_token_id)
     with torch.no_grad():
-        logprobs, values, _ = forward_policy(PolicyWithValue(lm), batch.input_ids,
-                                             batch.attention_mask, temperature=0.7)
+        scored = forward_policy(PolicyWithValue(lm), batch.input_ids, batch.attention_mask,
+                                SAMPLING, mask=batch.mask, derive_support=True)
+    logprobs, values = scored.logprobs, scored.values
     m = batch.mask.bool()
     assert m.sum() > 0
     assert torch.allclose(logprobs[m], batch.gen_logprobs[m], atol=1e-4), \

@@ -1,0 +1,239 @@
+"""PPO as the presets combine the pieces (the independent review's findings), and the trainer's
+self-check. Each test failed on the code the review read.
+
+CPU only: synthetic batches, or the tiny model on a few short games.
+"""
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import logging
+
+import pytest
+import torch
+
+from gamerl import ppo
+from gamerl.config import TrainConfig, get_config
+from gamerl.evaluate import local_env_factory
+from gamerl.lora import LoraSettings, apply_lora
+from gamerl.models import PolicyWithValue, load_policy, load_reference
+from gamerl.trainer import (PPOBatch, collect, compute_advantages, epoch_seeds, make_optimizer,
+                            ppo_update)
+
+
+def synthetic_batch(mask, env_rewards, group_ids, values=None):
+    mask = torch.tensor(mask, dtype=torch.float32)
+    zeros = torch.zeros_like(mask)
+    return PPOBatch(episodes=[], input_ids=torch.zeros(mask.shape, dtype=torch.long),
+                    attention_mask=torch.ones(mask.shape, dtype=torch.long), mask=mask,
+                    env_rewards=torch.tensor(env_rewards), gen_logprobs=zeros.clone(),
+                    old_logprobs=zeros.clone(),
+                    old_values=zeros.clone() if values is None else torch.tensor(values),
+                    ref_logprobs=zeros.clone(), group_ids=torch.tensor(group_ids))
+
+
+# ----------------------------------------------------------------------------- 1. GRPO
+
+
+def test_grpo_advantages_are_not_whitened_again():
+    """Group 0 won twice with short answers, group 1 lost all its plays (a tie). verl returns
+    GRPO's scores as they are: the tied group gets exactly 0 on every token; re-whitening over
+    tokens shifted it by the token-weighted mean (+0.39 in the review's Wordle example)."""
+    cfg = get_config("qwen3-0.6b", task="wordle", device="cpu")
+    assert cfg.advantage_estimator == "grpo" and cfg.whiten_advantages
+    mask = [[1, 1, 0, 0, 0, 0],  # group 0: a 2-token win
+            [1, 1, 1, 1, 1, 1],  # group 0: a 6-token loss
+            [1, 1, 1, 1, 1, 1],  # group 1: losses, all the same score
+            [1, 1, 1, 1, 1, 0]]
+    rewards = [[0, 1.0, 0, 0, 0, 0], [0, 0, 0, 0, 0, -1.0], [0, 0, 0, 0, 0, -1.0],
+               [0, 0, 0, 0, -1.0, 0]]
+    batch = synthetic_batch(mask, rewards, [0, 0, 1, 1])
+    compute_advantages(batch, cfg.replace(group_size=2, episodes_per_epoch=4))
+    m = batch.mask.bool()
+    assert (batch.advantages[2:][m[2:]] == 0).all()
+    # group 0: scores (1, -1): mean 0, std (Bessel) sqrt(2): +-0.7071 on every token
+    assert torch.allclose(batch.advantages[0][m[0]], torch.full((2,), 0.70710678), atol=1e-5)
+    assert torch.allclose(batch.advantages[1][m[1]], torch.full((6,), -0.70710678), atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- 2. KL as a loss
+
+
+def test_validate_refuses_k1_as_a_kl_loss():
+    with pytest.raises(ValueError, match="zero expected gradient"):
+        TrainConfig(kl_loss_estimator="k1")
+    cfg = get_config("qwen3-0.6b", task="wordle", device="cpu")
+    assert not cfg.kl_in_reward or cfg.advantage_estimator == "grpo"  # KL is a loss here
+    assert cfg.kl_loss_estimator in ("k2", "k3")
+
+
+# ----------------------------------------------------------------------------- 3. credit
+
+
+def test_presets_discount_per_turn_and_keep_an_answer_one_decision():
+    for preset in ("tiny", "qwen3-0.6b"):
+        assert get_config(preset).discount_per == "turn"
+    cfg = get_config("qwen3-0.6b", device="cpu", whiten_advantages=False)
+    mask = [[0, 1, 1, 1, 1, 0, 0, 1, 1, 1]]
+    rewards = [[0, 0, 0, 0, 5.0, 0, 0, 0, 0, 5.0]]
+    batch = synthetic_batch(mask, rewards, [0])
+    compute_advantages(batch, cfg)
+    ret = batch.returns[0]
+    # every token of an answer has the same target (critic at 0): 5 * scale for turn 2, and
+    # turn 1 adds gamma * (V' + lam * A') = 0.99 * 0.95 * 5 * scale; no decay inside an answer
+    s = cfg.reward_scale
+    assert torch.allclose(ret[1:5], torch.full((4,), 5 * s + 0.99 * 0.95 * 5 * s))
+    assert torch.allclose(ret[7:], torch.full((3,), 5 * s))
+
+
+def test_seed_preset_returns_are_order_one_and_value_clip_fits_them():
+    """The seed's absolute rewards (rules + the +10 bonus, every turn, 30 turns) gave returns
+    of O(10-100) while the value clip is 0.2 in return units. The preset scales them."""
+    cfg = get_config("qwen3-0.6b")
+    per_turn = 26 * cfg.reward_per_rule + cfg.episode_bonus  # the best turn
+    horizon = sum(cfg.gamma ** k for k in range(cfg.max_steps))  # discounted turns
+    best_return = per_turn * horizon * cfg.reward_scale
+    typical_return = 3.0 * horizon * cfg.reward_scale  # 2.5-3 rules, no bonus (zero-shot)
+    assert 0.3 < typical_return < 3, typical_return
+    assert best_return < 30, best_return
+    assert cfg.value_clip_range is None or cfg.value_clip_range >= 0.2 * typical_return
+
+
+# ----------------------------------------------------------------------------- on the model
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_dir):
+    return load_policy(str(tiny_dir), device="cpu")
+
+
+def small_cfg(**kw):
+    base = dict(model="tiny", num_rules=4, max_steps=2, max_new_tokens=12, episodes_per_epoch=8,
+                minibatch_size=4, ppo_epochs=1, warmstart=False, wandb_mode="disabled",
+                progress=False, device="cpu", top_k=8, top_p=0.9)
+    return get_config("tiny", **{**base, **kw})
+
+
+def batch_for(policy, reference, tok, cfg):
+    torch.manual_seed(0)
+    batch = collect(policy, reference, tok, epoch_seeds(cfg, 0), local_env_factory(cfg), cfg)
+    stats = compute_advantages(batch, cfg)
+    return batch, stats
+
+
+def test_truncated_sampling_is_what_ppo_scores(tiny):
+    """Top-k 8 / top-p 0.9 on a fresh model (several nats apart from the untruncated
+    softmax): recorded, old and first-minibatch log-probs agree, and the reference's are
+    finite on every policy token."""
+    lm, tok = tiny
+    policy, ref = PolicyWithValue(lm), load_reference(lm)
+    cfg = small_cfg()
+    batch, stats = batch_for(policy, ref, tok, cfg)
+    m = batch.mask.bool()
+    assert batch.support is not None and batch.support.shape[0] == int(m.sum())
+    assert stats["check/gen_vs_old_mismatch"] == 0 and stats["check/gen_vs_old_mean_abs"] < 1e-5
+    assert torch.isfinite(batch.ref_logprobs[m]).all()
+    upd = ppo_update(policy, make_optimizer(policy, cfg), batch, cfg)
+    assert upd["check/first_ratio_mismatch"] == 0 and upd["check/first_ratio_max_abs"] < 1e-5
+
+
+def test_lora_first_ratio_is_exactly_one(tiny_dir):
+    """The review's item 6: LoRA dropout 0.05 made the first minibatch's ratios 0.96-0.99."""
+    cfg = small_cfg(lora=True, lora_rank=4, lora_alpha=8)
+    assert cfg.lora_dropout == 0.0
+    with pytest.raises(ValueError, match="RL uses no dropout"):
+        cfg.replace(lora_dropout=0.05)
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    torch.manual_seed(1)
+    lm = apply_lora(lm, LoraSettings(rank=4, alpha=8, dropout=cfg.lora_dropout))
+    for name, p in lm.named_parameters():  # non-zero adapters, so LoRA acts in the forward
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.05)
+    policy = PolicyWithValue(lm)
+    batch, _ = batch_for(policy, lm, tok, cfg)
+    upd = ppo_update(policy, make_optimizer(policy, cfg), batch, cfg)
+    assert upd["check/first_ratio_max_abs"] < 1e-5
+
+
+def test_kl_loss_pulls_the_policy_back_to_the_reference(tiny_dir):
+    """GRPO with a tied group (zero advantages) and KL as a loss: the update's only force is
+    the KL term. With the k3 loss (the default) plain SGD steps reduce the exact KL(pi || ref)
+    on the batch's contexts; the same steps with the k1 "loss" (the old default) do not."""
+
+    def run(estimator):
+        lm, tok = load_policy(str(tiny_dir), device="cpu")
+        cfg = small_cfg(advantage_estimator="grpo", group_size=8, kl_coef=1.0, ppo_epochs=8,
+                        top_k=0, top_p=1.0, reward_per_rule=0.0, length_penalty=0.0,
+                        episode_bonus=0.0)  # every play scores 0: a tied group
+        object.__setattr__(cfg, "kl_loss_estimator", estimator)  # k1: bypass validate()
+        policy, ref = PolicyWithValue(lm), load_reference(lm)
+        torch.manual_seed(5)
+        with torch.no_grad():  # move the policy away from the reference
+            for p in policy.lm.parameters():
+                p.add_(torch.randn_like(p) * 0.02)
+        batch, _ = batch_for(policy, ref, tok, cfg)
+        m = batch.mask.bool()
+        assert (batch.advantages[m] == 0).all()
+
+        def exact_kl():
+            with torch.no_grad():
+                ids, am = batch.input_ids, batch.attention_mask
+                logp = torch.log_softmax(policy.lm(ids, attention_mask=am).logits.float()
+                                         / cfg.temperature, -1)[:, :-1]
+                logq = torch.log_softmax(ref(ids, attention_mask=am).logits.float()
+                                         / cfg.temperature, -1)[:, :-1]
+            return float((logp.exp() * (logp - logq)).sum(-1)[m[:, 1:]].mean())
+
+        before = exact_kl()
+        # SGD: the step follows the loss's gradient itself (Adam would rescale noise)
+        upd = ppo_update(policy, torch.optim.SGD(policy.parameters(), lr=0.1), batch, cfg)
+        assert upd["optimizer_steps"] == 16
+        return before, exact_kl()
+
+    before, after = run("k3")
+    assert after < 0.9 * before, (before, after)  # measured: 0.0610 -> 0.0512
+    before, after = run("k1")
+    assert after > 0.95 * before, (before, after)  # measured: 0.0610 -> 0.0769
+
+
+def test_clip_options_reach_the_loss(tiny, monkeypatch):
+    lm, tok = tiny
+    policy, ref = PolicyWithValue(lm), load_reference(lm)
+    cfg = small_cfg(clip_range_high=0.28, clip_ratio_c=3.0)
+    batch, _ = batch_for(policy, ref, tok, cfg)
+    seen = []
+    real = ppo.ppo_policy_loss
+
+    def spy(*args, **kwargs):
+        seen.append(args[5:] + tuple(kwargs.values()))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ppo, "ppo_policy_loss", spy)
+    ppo_update(policy, make_optimizer(policy, cfg), batch, cfg)
+    assert seen and all(0.28 in s and 3.0 in s for s in seen), seen
+
+
+# ----------------------------------------------------------------------------- self-check
+
+
+def test_self_check_warns_with_numbers_when_logprobs_disagree(tiny, caplog):
+    lm, tok = tiny
+    policy, ref = PolicyWithValue(lm), load_reference(lm)
+    cfg = small_cfg()
+    torch.manual_seed(0)
+    batch = collect(policy, ref, tok, epoch_seeds(cfg, 0), local_env_factory(cfg), cfg)
+    m = batch.mask.bool()
+    batch.gen_logprobs[m] += 0.3  # e.g. a sampler with other weights or other sampling settings
+    with caplog.at_level(logging.WARNING, logger="gamerl"):
+        stats = compute_advantages(batch, cfg)
+    assert stats["check/gen_vs_old_mismatch"] == 1
+    assert stats["check/gen_vs_old_mean_abs"] == pytest.approx(0.3, abs=1e-4)
+    assert "self-check gen_vs_old" in caplog.text and "0.3" in caplog.text
+    caplog.clear()
+    batch.old_logprobs[m] -= 0.2  # a trainer that scores differently from its own old pass
+    with caplog.at_level(logging.WARNING, logger="gamerl"):
+        upd = ppo_update(policy, make_optimizer(policy, cfg), batch, cfg)
+    assert upd["check/first_ratio_mismatch"] == 1
+    assert "self-check first_ratio" in caplog.text
