@@ -49,7 +49,8 @@ class TrainConfig:
     # "delta": every turn pays the change in score, so an episode's return is its final score.
     reward_mode: Literal["absolute", "delta"] = "absolute"
     # Env rewards are multiplied by this before GAE. The policy loss does not care (advantages are
-    # whitened) but the critic and its clip range (value_clip_range, in return units) do.
+    # whitened) but the critic and its clip range (value_clip_range, in return units) do: choose
+    # it so a typical discounted return is O(1) (each preset says how it chose its own).
     reward_scale: float = 1.0
 
     # ------------------------------------------------------------------ seeds
@@ -76,8 +77,8 @@ class TrainConfig:
     minibatch_size: int = 4  # episodes per optimizer step
     micro_batch_size: Optional[int] = None  # episodes per forward/backward (grad accumulation)
     lr: float = 1e-6  # seed: 1e-6 (the LM)
-    # The value head starts at zero (models.ValueHead) and must learn returns of O(1-30); at the
-    # LM's 1e-6 it would barely move, so it has its own learning rate.
+    # The value head starts at zero (models.ValueHead) and must learn returns of O(1) (see
+    # reward_scale); at the LM's 1e-6 it would barely move, so it has its own learning rate.
     value_head_lr: float = 1e-4
     weight_decay: float = 0.0
     adam_eps: float = 1e-8
@@ -306,11 +307,21 @@ TINY_PRESET = dict(
     score_batch_size=32,
 )
 
-# Qwen3-0.6B on one GPU: the seed's settings, with memory settings for a 0.6B model in bf16.
+# Qwen3-0.6B on one GPU: the seed's settings, with memory settings for a 0.6B model in bf16, and
+# the critic's scale (docs/training.md, "PPO: every knob").
 # * gradient_checkpointing and micro_batch_size=1: 30-turn conversations reach a few thousand
 #   tokens; activations, not weights, are what runs out of memory.
 # * reward_mode="absolute" is the seed's; consider "delta" for the full 30-turn game (see above).
-# * value_head_lr=1e-4: see TrainConfig.
+# * reward_scale=0.02: the seed's absolute reward pays rules + the +10 bonus on every one of 30
+#   turns, so a turn is worth 0-36 and (gamma 0.99 per turn, ~26 discounted turns) a return
+#   0-940: O(10-100) for a model that holds 2-5 rules. x 0.02 makes a typical return O(1)
+#   (about 1.3 at 2.5 rules a turn; at most 19), the scale the value head, its clip and its
+#   learning rate are set for. The policy does not care: advantages are whitened.
+# * value_clip_range=0.5 (verl's cliprange_value): in scaled return units, about a third of a
+#   typical return per collection. At 0.2 and the unscaled rewards, the clipped loss had zero
+#   gradient past 0.2 from V_old and V stayed near 0 for the seed's 3 epochs.
+# * value_head_lr=1e-3: the zero-initialised head reaches the mean return within one epoch of
+#   16 optimizer steps (measured on the tiny model with these settings; 1e-4 needed about 4).
 QWEN3_0_6B_PRESET = dict(
     model="Qwen/Qwen3-0.6B",
     gradient_checkpointing=True,
@@ -319,6 +330,9 @@ QWEN3_0_6B_PRESET = dict(
     score_batch_size=4,
     max_context_tokens=8192,
     eval_episodes=32,
+    reward_scale=0.02,
+    value_clip_range=0.5,
+    value_head_lr=1e-3,
 )
 
 PRESETS: dict[str, dict[str, Any]] = {"tiny": TINY_PRESET, "qwen3-0.6b": QWEN3_0_6B_PRESET}
@@ -341,12 +355,14 @@ PRESETS: dict[str, dict[str, Any]] = {"tiny": TINY_PRESET, "qwen3-0.6b": QWEN3_0
 TASK_PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     ("wordle", "tiny"): dict(max_new_tokens=8, max_context_tokens=2048, reward_scale=1.0,
                              warmstart_steps=200, epochs=20, lr=1e-4),
-    ("wordle", "qwen3-0.6b"): dict(max_new_tokens=64, advantage_estimator="grpo", group_size=4),
+    # Wordle's and OpenSpiel's rewards are O(1) already: the Password Game's 0.02 would shrink them.
+    ("wordle", "qwen3-0.6b"): dict(max_new_tokens=64, advantage_estimator="grpo", group_size=4,
+                                   reward_scale=1.0),
     ("openspiel", "tiny"): dict(max_new_tokens=8, max_steps=12, max_context_tokens=4096,
                                 reward_scale=1.0, warmstart_steps=100, epochs=10,
                                 task_config={"games": ["tic_tac_toe"], "opponent": "random",
                                              "reward": {"illegal_move_penalty": 0.5}}),
-    ("openspiel", "qwen3-0.6b"): dict(max_new_tokens=8, max_steps=64, lora=True),
+    ("openspiel", "qwen3-0.6b"): dict(max_new_tokens=8, max_steps=64, lora=True, reward_scale=1.0),
 }
 
 
