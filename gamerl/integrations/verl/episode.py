@@ -119,13 +119,9 @@ def prompt_ids_for(tokenizer, messages: Sequence[dict], enable_thinking: bool = 
 
 def feedback_ids(tokenizer, message: str, answer_closed: bool, enable_thinking: bool = False
                  ) -> list[int]:
-    """Environment tokens between two answers (``gamerl.rollout.env_turn_ids``; with thinking on,
-    the same layout with Qwen3's thinking-on assistant header)."""
-    if not enable_thinking:
-        return env_turn_ids(tokenizer, message, answer_closed)
-    head = "\n" if answer_closed else IM_END + "\n"
-    user = [{"role": "user", "content": message}]
-    return encode(tokenizer, head + chat_prompt(tokenizer, user, enable_thinking=True))
+    """Environment tokens between two answers (``gamerl.rollout.env_turn_ids``: what the chat
+    template renders there, with thinking on or off)."""
+    return env_turn_ids(tokenizer, message, answer_closed, enable_thinking=enable_thinking)
 
 
 def _merge_steps(current, new, pick):
