@@ -26,8 +26,8 @@ longer than ``max_move_chars`` are 422; an unknown / deleted / expired / evicted
 a submission after the game ended is 409; a body over ``max_body_bytes`` is 413.
 
 Limits (``ServerSettings`` and flags): ``max_move_chars`` 4096, ``max_mcts_simulations`` 5000
-(the MCTS opponent runs inside the request), ``max_sessions`` 1024, ``session_ttl`` 3600 s,
-``max_body_bytes`` 1 MiB.
+(the MCTS opponent runs inside the request). The shared limits (sessions, per-client quota,
+429/409 behaviour, timeouts, ``max_body_bytes`` 1 MiB) are those of ``tasks.common.server``.
 """
 
 # No ``from __future__ import annotations``: FastAPI must see real annotations on the endpoints.
@@ -36,15 +36,14 @@ import logging
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from pydantic import BaseModel, Field, field_validator
 
-from ..common.server import (ERROR_RESPONSES, BaseServerSettings,
+from ..common.server import (ERROR_RESPONSES, NEW_SESSION_RESPONSES, BaseServerSettings,
                              SafeJSONResponse, Seed, SessionStore, Weight,
                              add_delete_session_route, add_health_route, add_runtime_arguments,
-                             add_session_arguments,
-                             add_turn_routes, create_base_app, lookup_session,
-                             serve, strict, text_type)
+                             add_session_arguments, add_turn_routes, create_base_app, new_session,
+                             serve, shared_settings, strict, text_type, using_session)
 from .game import OpenSpielGame, RewardConfig
 from .games import GAMES, list_games
 
@@ -199,30 +198,29 @@ def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
     store: SessionStore = app.state.sessions
     errors = ERROR_RESPONSES
 
-    add_health_route(app, lambda: {"max_sessions": settings.max_sessions,
-                                   "session_ttl": settings.session_ttl,
-                                   "max_move_chars": settings.max_move_chars,
-                                   "max_mcts_simulations": settings.max_mcts_simulations,
-                                   "max_body_bytes": settings.max_body_bytes})
+    add_health_route(app, lambda: {"max_move_chars": settings.max_move_chars,
+                                   "max_mcts_simulations": settings.max_mcts_simulations})
 
     @app.get("/games", response_model=GamesResponse)
     def games() -> Any:
         """The supported games."""
         return SafeJSONResponse({"games": list_games()})
 
-    @app.post("/sessions", response_model=SessionResponse, responses=errors)
-    def create_session(req: Optional[CreateSessionRequest] = None) -> Any:
+    @app.post("/sessions", response_model=SessionResponse, responses=NEW_SESSION_RESPONSES)
+    def create_session(request: Request, req: Optional[CreateSessionRequest] = None) -> Any:
         """Start an episode (``reset``); the opponent moves first if the model is seat 1."""
         req = req or CreateSessionRequest()
-        game = OpenSpielGame(req.game, model_seat=req.model_seat, opponent=req.opponent,
-                             mcts_simulations=req.mcts_simulations, mcts_uct_c=req.mcts_uct_c,
-                             mcts_rollouts=req.mcts_rollouts,
-                             illegal_move_policy=req.illegal_move_policy,
-                             max_illegal_retries=req.max_illegal_retries,
-                             reward=RewardConfig(**req.reward.model_dump()))
-        observation = game.reset(req.seed)
-        session = store.add(game)
-        return SafeJSONResponse({"session_id": session.id, "observation": observation})
+
+        def make() -> Any:
+            game = OpenSpielGame(req.game, model_seat=req.model_seat, opponent=req.opponent,
+                                 mcts_simulations=req.mcts_simulations,
+                                 mcts_uct_c=req.mcts_uct_c, mcts_rollouts=req.mcts_rollouts,
+                                 illegal_move_policy=req.illegal_move_policy,
+                                 max_illegal_retries=req.max_illegal_retries,
+                                 reward=RewardConfig(**req.reward.model_dump()))
+            return game, game.reset(req.seed)
+
+        return new_session(store, request, make)
 
     add_turn_routes(
         app, action_model=MoveRequest, action_field="move", step_response=SubmitResponse,
@@ -234,8 +232,7 @@ def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
     @app.get("/sessions/{session_id}", response_model=SessionState, responses=errors)
     def get_state(session_id: str) -> Any:
         """Observation, config and the omniscient state (debugging: shows hidden cards)."""
-        session = lookup_session(store, session_id)
-        with session.lock:
+        with using_session(store, session_id) as session:
             state = session.game.state_dict()
         return SafeJSONResponse(state)
 
@@ -258,10 +255,9 @@ def main(argv: Optional[list] = None) -> None:
     add_runtime_arguments(parser, defaults)
     args = parser.parse_args(argv)
     try:
-        settings = ServerSettings(max_sessions=args.max_sessions, session_ttl=args.session_ttl,
-                                  max_body_bytes=args.max_body_bytes,
-                                  max_move_chars=args.max_move_chars,
-                                  max_mcts_simulations=args.max_mcts_simulations)
+        settings = ServerSettings(max_move_chars=args.max_move_chars,
+                                  max_mcts_simulations=args.max_mcts_simulations,
+                                  **shared_settings(args))
     except ValueError as e:
         parser.error(str(e))
     serve(create_app(settings), args)
