@@ -191,6 +191,23 @@ def test_the_client_retries_a_busy_session_then_says_so():
         session.lock.release()
 
 
+@pytest.mark.skipif(ops is None, reason="open_spiel is not installed")
+def test_the_mcts_budget_has_a_ceiling():
+    tc = make("openspiel")
+    limits = tc.get("/health").json()["limits"]
+    assert limits["max_mcts_playouts"] == 1000 and limits["max_mcts_simulations"] == 1000
+    for sims, rollouts in ((5000, 100), (1000, 2), (501, 2), (1001, 1)):
+        r = tc.post("/sessions", json={"opponent": "mcts", "mcts_simulations": sims,
+                                       "mcts_rollouts": rollouts})
+        assert r.status_code == 422, (sims, rollouts)
+        assert "mcts_simulations" in r.text
+    # At the ceiling the costliest game's search (Othello, bot to move first) stays short.
+    t0 = time.monotonic()
+    r = tc.post("/sessions", json={"game": "othello", "opponent": "mcts", "model_seat": 1,
+                                   "mcts_simulations": 1000, "seed": 1})
+    assert r.status_code == 200 and time.monotonic() - t0 < 10
+
+
 # ============================================================================ 9: DELETE and turns in flight
 @pytest.mark.timeout(60)
 def test_delete_waits_for_the_turn_in_flight_and_no_turn_follows_it(server):

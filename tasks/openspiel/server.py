@@ -25,9 +25,12 @@ Bad requests are 4xx, never 5xx (the scaffolding in ``tasks.common.server``): an
 longer than ``max_move_chars`` are 422; an unknown / deleted / expired / evicted session is 404;
 a submission after the game ended is 409; a body over ``max_body_bytes`` is 413.
 
-Limits (``ServerSettings`` and flags): ``max_move_chars`` 4096, ``max_mcts_simulations`` 5000
-(the MCTS opponent runs inside the request). The shared limits (sessions, per-client quota,
-429/409 behaviour, timeouts, ``max_body_bytes`` 1 MiB) are those of ``tasks.common.server``.
+Limits (``ServerSettings`` and flags): ``max_move_chars`` 4096; the MCTS opponent searches
+inside the request, so its budget has a ceiling: ``max_mcts_simulations`` 1000 and
+``max_mcts_playouts`` 1000 (``mcts_simulations * mcts_rollouts``; about 2 s for the costliest
+game, Othello, on 2 shared vCPUs; docs/reliability.md), over which a new session is 422. The
+shared limits (sessions, per-client quota, 429/409 behaviour, timeouts, ``max_body_bytes``
+1 MiB) are those of ``tasks.common.server``.
 """
 
 # No ``from __future__ import annotations``: FastAPI must see real annotations on the endpoints.
@@ -37,7 +40,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union
 
 from fastapi import FastAPI, Request
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from ..common.server import (ERROR_RESPONSES, NEW_SESSION_RESPONSES, BaseServerSettings,
                              SafeJSONResponse, Seed, SessionStore, Weight,
@@ -52,15 +55,24 @@ logger = logging.getLogger("tasks.openspiel.server")
 
 @dataclass
 class ServerSettings(BaseServerSettings):
-    """The shared limits plus ``max_move_chars`` and ``max_mcts_simulations``."""
+    """The shared limits plus ``max_move_chars`` and the MCTS ceiling.
+
+    The MCTS opponent searches inside a request, holding a worker thread and the GIL: one search
+    costs about ``mcts_simulations * mcts_rollouts`` random playouts, 0.2 ms (tic-tac-toe) to
+    2.1 ms (Othello, the costliest) each on 2 shared vCPUs (docs/reliability.md). The old ceiling
+    (5000 simulations x 100 rollouts) let one request run for minutes; ``max_mcts_playouts``
+    1000 keeps the costliest search near 2 s.
+    """
 
     max_move_chars: int = 4096
-    max_mcts_simulations: int = 5000
+    max_mcts_simulations: int = 1000
+    max_mcts_playouts: int = 1000
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.max_move_chars < 1 or self.max_mcts_simulations < 1:
-            raise ValueError("max_move_chars and max_mcts_simulations must be >= 1")
+        if min(self.max_move_chars, self.max_mcts_simulations, self.max_mcts_playouts) < 1:
+            raise ValueError("max_move_chars, max_mcts_simulations and max_mcts_playouts must "
+                             "be >= 1")
 
 
 # ============================================================================ API models
@@ -189,6 +201,16 @@ def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
                 raise ValueError(f"unknown game; supported games: {', '.join(GAMES)}")
             return value
 
+        @model_validator(mode="after")
+        def search_fits_the_ceiling(self) -> "CreateSessionRequest":
+            playouts = self.mcts_simulations * self.mcts_rollouts
+            if self.opponent == "mcts" and playouts > settings.max_mcts_playouts:
+                raise ValueError(
+                    f"mcts_simulations x mcts_rollouts = {playouts} random playouts per move is "
+                    f"over max_mcts_playouts ({settings.max_mcts_playouts}), which keeps one "
+                    f"request under a few seconds")
+            return self
+
     class MoveRequest(BaseModel):
         model_config = strict()
         move: Move  # type: ignore[valid-type]
@@ -199,7 +221,8 @@ def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
     errors = ERROR_RESPONSES
 
     add_health_route(app, lambda: {"max_move_chars": settings.max_move_chars,
-                                   "max_mcts_simulations": settings.max_mcts_simulations})
+                                   "max_mcts_simulations": settings.max_mcts_simulations,
+                                   "max_mcts_playouts": settings.max_mcts_playouts})
 
     @app.get("/games", response_model=GamesResponse)
     def games() -> Any:
@@ -252,11 +275,14 @@ def main(argv: Optional[list] = None) -> None:
     parser.add_argument("--max-move-chars", type=int, default=defaults.max_move_chars)
     parser.add_argument("--max-mcts-simulations", type=int,
                         default=defaults.max_mcts_simulations)
+    parser.add_argument("--max-mcts-playouts", type=int, default=defaults.max_mcts_playouts,
+                        help="ceiling on mcts_simulations x mcts_rollouts (one search's cost)")
     add_runtime_arguments(parser, defaults)
     args = parser.parse_args(argv)
     try:
         settings = ServerSettings(max_move_chars=args.max_move_chars,
                                   max_mcts_simulations=args.max_mcts_simulations,
+                                  max_mcts_playouts=args.max_mcts_playouts,
                                   **shared_settings(args))
     except ValueError as e:
         parser.error(str(e))
