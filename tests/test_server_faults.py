@@ -1,9 +1,10 @@
 """Socket-level limits of a real game server (uvicorn subprocesses on 127.0.0.1, each test bounded
-to seconds): slow request heads and bodies are cut off, connections over the cap get 503 at once
-(issue 13, item 7), and ``/health`` answers while dozens of submits hit one busy MCTS session
-(item 8). bench/server_faults.py measures the same faults at full size for docs/reliability.md.
+to seconds): slow request heads and bodies are cut off and their memory given back, connections
+over the cap get 503 at once (issue 13, item 7), and ``/health`` answers while dozens of submits
+hit one busy MCTS session (item 8). bench/server_faults.py measures the same faults at full size for docs/reliability.md.
 """
 
+import os
 import socket
 import threading
 import time
@@ -78,6 +79,41 @@ def test_slow_bodies_are_answered_408_and_closed(password_server):
         assert b"body_timeout" in data and closed
     finally:
         sock.close()
+
+
+def rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"),
+                    reason="reads the server's resident size from /proc")
+def test_memory_of_cut_off_bodies_is_given_back():
+    port = find_free_port()
+    proc = start_server("tasks.password_game.server", HOST, port, timeout=60,
+                        extra_args=["--body-timeout", "2"])
+    socks = []
+    try:
+        httpx.get(f"http://{HOST}:{port}/health")
+        start = rss_mb(proc.pid)
+        for _ in range(16):  # 16 bodies of 4 MiB announced, all but 1 KiB sent, then silence
+            sock = socket.create_connection((HOST, port))
+            sock.sendall(b"POST /check HTTP/1.1\r\nHost: x\r\nContent-Length: 4194304\r\n\r\n")
+            sock.sendall(b" " * (4194304 - 1024))
+            socks.append(sock)
+        time.sleep(0.5)
+        held = rss_mb(proc.pid)
+        assert all(closed_within(sock, 5)[0] for sock in socks)
+        time.sleep(0.5)
+        after = rss_mb(proc.pid)
+        assert held - start > 40, (start, held)  # the bodies were buffered...
+        assert after - start < 10, (start, held, after)  # ...and their memory is back
+    finally:
+        for sock in socks:
+            sock.close()
+        stop_server(proc)
 
 
 @pytest.mark.flags("--max-connections", "4", "--body-timeout", "5")
