@@ -13,14 +13,18 @@ bad input                            status  answer
 unknown / deleted / expired /        404     ``{"detail": "session '...' not found: <why>"}``
 evicted session id
 submit to an ended episode           409     ``{"detail": "the episode has ended ..."}``
+session busy with another request    409     at once, with ``Retry-After: 1``
+no room for a new session (this      429     with ``Retry-After``; an active game is never
+client's quota or the server's cap)          evicted to make room
 wrong type, missing field, extra     422     ``{"detail": [{"type", "loc", "msg"}, ...]}`` (pydantic;
 field, seed outside [0, 2**63-1],            strict: ``"7"``, ``7.0`` and ``true`` are not seeds;
 n_revealed outside [0, 26], too              inputs are never echoed back)
 many batch items, password longer
 than ``max_password_chars``
 body that is not JSON                422     ``json_invalid``, or 400 where the JSON parser
-                                             itself fails: invalid UTF-8, numbers over 4300
-                                             digits, absurd nesting (the message says which)
+                                             itself fails: invalid UTF-8 (CESU-8 surrogates
+                                             too), numbers over 4300 digits, absurd nesting
+body slower than ``body_timeout``    408     and the connection is closed
 body larger than ``max_body_bytes``  413     rejected by a middleware from Content-Length, or while
                                              streaming, before any JSON parsing
 ===================================  ======  =======================================================
@@ -29,16 +33,16 @@ Passwords are text: any Python ``str`` a JSON string can carry is accepted, cont
 NUL and lone surrogates (``"\\ud800"``) included; responses that contain a lone surrogate are sent
 with ASCII escapes so that they stay valid JSON and round-trip exactly.
 
+Passwords are read as a person sees them (``tasks.password_game.text``: invisible characters
+removed, spaces unified, NFC) before any rule looks at them.
+
 Limits (``ServerSettings``, command-line flags): ``max_password_chars`` 4096 (code points of the
 raw password, markup included), ``max_batch`` 1024 passwords, ``max_body_bytes`` 5 MiB (a full
-batch of 4096-character ASCII passwords is 4.1 MiB as JSON), ``max_sessions`` 1024,
-``session_ttl`` 3600 s.
-
-Sessions live in memory: at most ``max_sessions`` (the least recently used one is evicted when a new
-one needs room) and each expires after ``session_ttl`` seconds without a request. Session ids are
-``secrets.token_urlsafe(16)``. Endpoints are sync (FastAPI runs them in its thread pool): the session
-table has a lock, and each session's game has its own, so concurrent submits to one session
-serialize.
+batch of 4096-character ASCII passwords is 4.1 MiB as JSON), and the shared ones of
+``tasks.common.server`` (sessions: 1024 in all, 256 per client, expiry after 3600 s idle,
+eviction only after 300 s idle, else 429; one request at a time per session, else 409 at once;
+DELETE waits for the request in flight; body, head and connection limits). Endpoints are sync
+(FastAPI runs them in its thread pool); ``/health`` is async.
 
 The game-agnostic parts (middleware, session store, error handlers, JSON responses, command-line
 flags) live in ``tasks.common.server``; this module adds the Password Game's endpoints.

@@ -4,9 +4,9 @@
 
 Responses are built by the game and sent as they are (the tests validate them against the
 response models). Interactive docs at ``/docs``; the schema at ``/openapi.json``. Built on the shared scaffolding in
-``tasks.common.server`` (strict request models, body-size limit, session store with idle expiry and
-LRU eviction, per-session locks, 4xx for every bad input, never a 5xx); this module adds only
-Wordle's endpoints:
+``tasks.common.server`` (strict request models, body limits and deadlines, session store with idle
+expiry, per-client quotas and 429 instead of evicting active games, one request at a time per
+session, 4xx for every bad input, never a 5xx); this module adds only Wordle's endpoints:
 
 ==============================  =============================================================
 ``GET /health``                 status, live sessions, version, limits
@@ -43,7 +43,7 @@ body larger than ``max_body_bytes``  413     before any parsing
 ===================================  ======  ==================================================
 
 Limits (``WordleServerSettings``, command-line flags): ``max_guess_chars`` 64, ``max_body_bytes``
-64 KiB, ``max_sessions`` 1024, ``session_ttl`` 3600 s.
+64 KiB, and the shared session, quota and transport limits of ``tasks.common.server``.
 """
 
 # No ``from __future__ import annotations``: FastAPI must see real annotations on the endpoints.
