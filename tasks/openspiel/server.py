@@ -27,7 +27,7 @@ a submission after the game ended is 409; a body over ``max_body_bytes`` is 413.
 
 Limits (``ServerSettings`` and flags): ``max_move_chars`` 4096; the MCTS opponent searches
 inside the request, so its budget has a ceiling: ``max_mcts_simulations`` 1000 and
-``max_mcts_playouts`` 1000 (``mcts_simulations * mcts_rollouts``; about 2 s for the costliest
+``max_mcts_playouts`` 1000 (``mcts_simulations * mcts_rollouts``; 1.3-3.0 s for the costliest
 game, Othello, on 2 shared vCPUs; docs/reliability.md), over which a new session is 422. The
 shared limits (sessions, per-client quota, 429/409 behaviour, timeouts, ``max_body_bytes``
 1 MiB) are those of ``tasks.common.server``.
@@ -61,7 +61,7 @@ class ServerSettings(BaseServerSettings):
     costs about ``mcts_simulations * mcts_rollouts`` random playouts, 0.2 ms (tic-tac-toe) to
     2.1 ms (Othello, the costliest) each on 2 shared vCPUs (docs/reliability.md). The old ceiling
     (5000 simulations x 100 rollouts) let one request run for minutes; ``max_mcts_playouts``
-    1000 keeps the costliest search near 2 s.
+    1000 keeps the costliest search at 1.3-3.0 s there.
     """
 
     max_move_chars: int = 4096
