@@ -59,9 +59,10 @@ class ServerSettings(BaseServerSettings):
 
     The MCTS opponent searches inside a request, holding a worker thread and the GIL: one search
     costs about ``mcts_simulations * mcts_rollouts`` random playouts, 0.2 ms (tic-tac-toe) to
-    2.1 ms (Othello, the costliest) each on 2 shared vCPUs (docs/reliability.md). The old ceiling
-    (5000 simulations x 100 rollouts) let one request run for minutes; ``max_mcts_playouts``
-    1000 keeps the costliest search at 1.3-3.0 s there.
+    2.1 ms (Othello, the costliest) each (``MCTSBot.step`` from the opening, 300 simulations, on
+    the shared 2-vCPU VM, 2026-11-23). The old ceiling (5000 simulations x 100 rollouts) let one
+    request run for minutes; ``max_mcts_playouts`` 1000 keeps the costliest search at 1.3-3.0 s
+    there (docs/reliability.md).
     """
 
     max_move_chars: int = 4096
