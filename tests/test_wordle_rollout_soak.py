@@ -48,7 +48,7 @@ EPISODES = 4000
 MIN_EPISODES = 1200
 BUDGET_S = 45.0
 BATCH = 40  # episodes per rollout call (one session each, all open at once)
-MAX_SESSIONS = 100  # the server's cap: abandoned sessions beyond it are evicted (LRU)
+MAX_SESSIONS = 100  # the server's cap: abandoned sessions beyond it are evicted (LRU, idle)
 MIB = 2**20
 
 
@@ -104,7 +104,11 @@ def test_rollouts_through_the_server_keep_memory_flat(tokenizer):
     rcfg = RolloutConfig.from_train_config(cfg)
     held = wordle_heldout_answers()
     port = find_free_port()
-    proc = start_server("127.0.0.1", port, max_sessions=MAX_SESSIONS, timeout=60)
+    # Abandoned sessions are evicted once the table is full, but only those idle for
+    # --evict-idle-after (300 s by default; the server answers 429 before that): make it short,
+    # since every other live session belongs to the rollout in progress.
+    proc = start_server("127.0.0.1", port, max_sessions=MAX_SESSIONS, timeout=60,
+                        extra_args=["--evict-idle-after", "0.5"])
     base_url = f"http://127.0.0.1:{port}"
     make_env = http_env_factory(cfg, base_url)
     server, client, fds, sessions_seen, abandoned = {}, {}, {}, [], []

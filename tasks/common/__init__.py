@@ -2,10 +2,14 @@
 
 * ``tasks.common.protocol``: ``StepResult`` and ``GameOver``, the task protocol's types (no
   dependencies; imported by every game's ``game.py``).
-* ``tasks.common.server``: the hardened FastAPI scaffolding (strict request models, body-size
-  middleware, session store with idle expiry + LRU eviction + per-session locks, JSON responses,
-  error handlers that answer every bad input with a 4xx, command-line flags). A game's server adds
-  only its own endpoints.
+* ``tasks.common.server``: the hardened FastAPI scaffolding (strict request models, JSON
+  responses, error handlers that answer every bad input with a 4xx, the session routes,
+  command-line flags). A game's server adds only its own endpoints.
+* ``tasks.common.sessions``: the session table (idle expiry, a global cap and a per-client quota,
+  429 rather than evicting an active game, one request at a time per session, DELETE that waits
+  for the request in flight).
+* ``tasks.common.transport``: the body middleware (size, deadline, UTF-8) and ``serve`` (uvicorn
+  with a connection cap and a request-head deadline).
 * ``tasks.common.client``: the HTTP client base (error classes, retries) and
   ``find_free_port`` / ``wait_for_server`` / ``start_server`` / ``stop_server``.
 

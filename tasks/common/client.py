@@ -10,7 +10,16 @@ protocol's ``GameOver``, as the local environments raise.
 Retries: calls that are safe to repeat (``idempotent=True``: feedback, state, stateless checks,
 health, delete) are retried with exponential backoff on connection errors and timeouts. Calls that
 create a session or use a turn (``idempotent=False``) are retried only when the connection could
-not be opened at all, so the request cannot have reached the server.
+not be opened at all, so the request cannot have reached the server. Every call is also retried,
+up to ``retries`` times, when the server refused it before doing anything and said when to come
+back: 409 for a session busy with another request, 429 for no room for a new session, 503 for too
+many connections; it waits ``Retry-After`` seconds (or the backoff), and raises at once
+(:class:`SessionBusyError`, :class:`TooManySessionsError`, :class:`ServerUnavailableError`, with
+``retry_after``) when that wait would be over ``max_retry_wait``.
+
+``client_token`` (default: the ``GAME_CLIENT_TOKEN`` environment variable) is sent as
+``X-Client-Token``: the server counts its session quota per token (else per address), so several
+trainers on one machine do not share one quota.
 """
 
 from __future__ import annotations
@@ -30,11 +39,14 @@ import httpx
 from .protocol import GameOver
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+CLIENT_TOKEN_HEADER = "X-Client-Token"
+CLIENT_TOKEN_ENV = "GAME_CLIENT_TOKEN"
 
 __all__ = [
-    "BaseEnvClient", "EpisodeOverError", "GameServerError", "InvalidRequestError",
-    "RequestTooLargeError", "ServerUnavailableError", "SessionNotFoundError", "encode_json",
-    "error_message", "find_free_port", "start_server", "stop_server", "wait_for_server",
+    "BaseEnvClient", "CLIENT_TOKEN_ENV", "EpisodeOverError", "GameServerError",
+    "InvalidRequestError", "RequestTooLargeError", "ServerUnavailableError", "SessionBusyError",
+    "SessionNotFoundError", "TooManySessionsError", "encode_json", "error_message",
+    "find_free_port", "start_server", "stop_server", "wait_for_server",
 ]
 
 
@@ -46,11 +58,13 @@ class GameServerError(RuntimeError):
     server's ``detail`` field (a string, or pydantic's list of errors for 422).
     """
 
-    def __init__(self, message: str, status_code: int | None = None, detail: Any = None) -> None:
+    def __init__(self, message: str, status_code: int | None = None, detail: Any = None,
+                 retry_after: float | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status_code = status_code
         self.detail = detail
+        self.retry_after = retry_after  # seconds, from the server's Retry-After (429, 409 busy)
 
 
 class SessionNotFoundError(GameServerError):
@@ -59,6 +73,15 @@ class SessionNotFoundError(GameServerError):
 
 class EpisodeOverError(GameServerError, GameOver):
     """409: a submission to an ended episode (also a ``GameOver``, as in the local env)."""
+
+
+class SessionBusyError(GameServerError):
+    """409 with ``Retry-After``: another request is using the session (it was not touched)."""
+
+
+class TooManySessionsError(GameServerError):
+    """429: no room for a new session (this client's quota or the server's cap, all active);
+    ``retry_after`` says when a session may be evicted, unless some are deleted sooner."""
 
 
 class InvalidRequestError(GameServerError):
@@ -74,7 +97,22 @@ class ServerUnavailableError(GameServerError):
 
 
 _ERRORS = {404: SessionNotFoundError, 409: EpisodeOverError, 413: RequestTooLargeError,
-           422: InvalidRequestError, 400: InvalidRequestError}
+           422: InvalidRequestError, 400: InvalidRequestError, 429: TooManySessionsError,
+           503: ServerUnavailableError}
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    try:
+        return max(0.0, float(resp.headers["retry-after"]))
+    except (KeyError, ValueError):
+        return None
+
+
+def _refused_before_acting(resp: httpx.Response) -> bool:
+    """The server did nothing and says so: a busy session (409 *with* Retry-After; an ended
+    episode's 409 has none), no room for a session (429), too many connections (503)."""
+    return resp.status_code in (429, 503) or (
+        resp.status_code == 409 and "retry-after" in resp.headers)
 
 
 def error_message(detail: Any) -> str:
@@ -111,10 +149,11 @@ class BaseEnvClient:
     """
 
     DEFAULT_URL = "http://127.0.0.1:8000"
+    max_retry_wait = 5.0  # longer Retry-After waits are the caller's to decide: raise at once
 
     def __init__(self, base_url: str | None = None, *, timeout: float = 10.0,
                  client: httpx.Client | None = None, retries: int = 3,
-                 backoff: float = 0.1) -> None:
+                 backoff: float = 0.1, client_token: str | None = None) -> None:
         if client is None:
             self._prefix = (base_url or self.DEFAULT_URL).rstrip("/")
             self._http = httpx.Client(timeout=timeout)
@@ -126,6 +165,7 @@ class BaseEnvClient:
         self.base_url = self._prefix or str(client.base_url).rstrip("/")  # type: ignore[union-attr]
         self.retries = retries
         self.backoff = backoff
+        self.client_token = client_token or os.environ.get(CLIENT_TOKEN_ENV) or None
         self.session_id: str | None = None
 
     # ------------------------------------------------------------------ transport
@@ -133,12 +173,13 @@ class BaseEnvClient:
                  idempotent: bool = True) -> Any:
         url = self._prefix + path
         content = None if payload is None else encode_json(payload)
-        headers = {"content-type": "application/json"} if content is not None else None
+        headers = {"content-type": "application/json"} if content is not None else {}
+        if self.client_token:
+            headers[CLIENT_TOKEN_HEADER] = self.client_token
         attempt = 0
         while True:
             try:
                 resp = self._http.request(method, url, content=content, headers=headers)
-                break
             except httpx.TransportError as e:
                 retryable = isinstance(e, _NOT_SENT) or (
                     idempotent and isinstance(e, (httpx.TimeoutException, httpx.NetworkError,
@@ -148,6 +189,15 @@ class BaseEnvClient:
                         f"{method} {url} failed: {type(e).__name__}: {e}") from e
                 time.sleep(self.backoff * (2 ** attempt))
                 attempt += 1
+                continue
+            if _refused_before_acting(resp) and attempt < self.retries:
+                wait = _retry_after(resp)
+                wait = self.backoff * (2 ** attempt) if wait is None else wait
+                if wait <= self.max_retry_wait:
+                    time.sleep(wait)
+                    attempt += 1
+                    continue
+            break
         try:
             body = json.loads(resp.content) if resp.content else None
         except ValueError:
@@ -155,8 +205,11 @@ class BaseEnvClient:
         if resp.status_code >= 400:
             detail = body.get("detail") if isinstance(body, dict) else resp.text[:500]
             cls = _ERRORS.get(resp.status_code, GameServerError)
+            if resp.status_code == 409 and _refused_before_acting(resp):
+                cls = SessionBusyError
             raise cls(f"{method} {path} -> {resp.status_code}: {error_message(detail)}",
-                      status_code=resp.status_code, detail=detail)
+                      status_code=resp.status_code, detail=detail,
+                      retry_after=_retry_after(resp))
         if body is None:
             raise GameServerError(f"{method} {path} -> {resp.status_code}: not a JSON response",
                                   status_code=resp.status_code)

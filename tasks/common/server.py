@@ -1,22 +1,33 @@
 """Game-agnostic FastAPI scaffolding: what every game server in ``tasks/`` shares.
 
-A game's server module builds its app with :func:`create_base_app` (JSON responses, the body-size
+A game's server module builds its app with :func:`create_base_app` (JSON responses, the body
 middleware, the error handlers, a :class:`SessionStore`), registers ``/health`` and
-``DELETE /sessions/{id}`` with :func:`add_health_route` / :func:`add_delete_session_route`, and adds
-only its own endpoints. Its ``main()`` uses :func:`add_session_arguments`,
-:func:`add_runtime_arguments` and :func:`serve`.
+``DELETE /sessions/{id}`` with :func:`add_health_route` / :func:`add_delete_session_route`, the
+turn routes with :func:`add_turn_routes`, creates sessions with :func:`new_session`, uses them
+with :func:`using_session`, and adds only its own endpoints. Its ``main()`` uses
+:func:`add_session_arguments`, :func:`add_runtime_arguments`, :func:`shared_settings` and
+:func:`serve`.
 
 What the scaffolding guarantees (every game's server documents the details for its endpoints):
 
 * bad input is answered with a 4xx and a message, never a 5xx: pydantic errors are 422 with
-  ``{"detail": [{"type", "loc", "msg"}, ...]}`` and never echo the input back; bodies the JSON
-  parser itself cannot read (invalid UTF-8, numbers over 4300 digits, absurd nesting) are 400;
-  bodies over ``max_body_bytes`` are 413 before any parsing (declared or streamed);
+  ``{"detail": [{"type", "loc", "msg"}, ...]}`` and never echo the input back; bodies that are
+  not UTF-8 (CESU-8 surrogates included) or that the JSON parser itself cannot read (numbers over
+  4300 digits, absurd nesting) are 400; bodies over ``max_body_bytes`` are 413 before any parsing
+  (declared or streamed); bodies not complete within ``body_timeout`` are 408;
 * unknown / deleted / expired / evicted sessions are 404 with the reason;
 * responses are compact UTF-8 JSON, falling back to ASCII escapes for lone surrogates;
-* sessions: at most ``max_sessions`` (the least recently used is evicted), each expires after
-  ``session_ttl`` seconds without a request, ids are ``secrets.token_urlsafe(16)``; the table has a
-  lock and every session its own, so concurrent requests to one session serialize.
+* sessions (:mod:`tasks.common.sessions`): ids are ``secrets.token_urlsafe(16)``; each expires
+  after ``session_ttl`` seconds without a request; at most ``max_sessions`` in all and
+  ``max_sessions_per_client`` per client (its ``X-Client-Token`` header, else its address); when
+  a cap is reached the least recently used session under it is evicted only if it has been idle
+  ``evict_idle_after`` seconds, else the new session is refused with 429 and ``Retry-After``;
+* one request at a time per session: a request to a session that is busy is refused at once with
+  409 and ``Retry-After: 1`` (no thread waits for it); ``DELETE`` waits for the request in
+  flight (up to ``delete_wait`` seconds) and no turn is ever applied to a deleted game;
+* ``/health`` runs on the event loop, never behind game work in the thread pool;
+* connections (:mod:`tasks.common.transport`): at most ``max_connections`` at once (503 beyond),
+  request heads within ``header_timeout``, bodies within ``body_timeout``.
 """
 
 from __future__ import annotations
@@ -24,12 +35,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import secrets
-import threading
+import re
 import time
-from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, Optional, Union
+from typing import Annotated, Any, Callable, Iterator, Optional, Union
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exception_handlers import http_exception_handler
@@ -38,9 +48,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .protocol import MAX_SEED, GameOver
+from .sessions import Session, SessionBusy, SessionGone, SessionStore, StoreFull, short
+from .transport import BodySizeLimitMiddleware, serve
 
 try:
     from importlib.metadata import PackageNotFoundError, version as _pkg_version
@@ -55,41 +66,66 @@ except ImportError:  # pragma: no cover
 MiB = 1 << 20
 
 __all__ = [
-    "BaseServerSettings", "BodySizeLimitMiddleware", "Detail", "ERROR_RESPONSES", "Ended",
-    "EPISODE_OVER_RESPONSE", "Health", "MAX_SEED", "MiB", "SafeJSONResponse", "Seed",
-    "SessionGone", "SessionStore", "VERSION", "Weight", "add_delete_session_route",
-    "add_health_route", "add_runtime_arguments", "add_session_arguments", "check_session_limits",
-    "create_base_app", "http_error", "lookup_session", "serve", "short", "strict", "text_type",
-    "validation_errors",
+    "BaseServerSettings", "BodySizeLimitMiddleware", "CLIENT_TOKEN_HEADER", "Detail",
+    "ERROR_RESPONSES", "Ended", "EPISODE_OVER_RESPONSE", "Health", "MAX_SEED", "MiB",
+    "SafeJSONResponse", "Seed", "Session", "SessionGone", "SessionStore", "VERSION", "Weight",
+    "add_delete_session_route", "add_health_route", "add_runtime_arguments",
+    "add_session_arguments", "check_session_limits", "client_key", "create_base_app",
+    "http_error", "lookup_session", "new_session", "serve", "shared_settings", "short", "strict",
+    "text_type", "using_session", "validation_errors",
 ]
 
 
 # ============================================================================ settings
 def check_session_limits(settings: Any) -> None:
-    """``ValueError`` unless ``max_sessions >= 1`` and ``session_ttl > 0`` (any settings object)."""
-    if settings.max_sessions < 1:
-        raise ValueError("max_sessions must be >= 1")
-    if not settings.session_ttl > 0:
-        raise ValueError("session_ttl must be > 0")
+    """``ValueError`` unless every shared limit of ``settings`` is sensible (any settings object
+    with :class:`BaseServerSettings`' fields)."""
+    if settings.max_sessions < 1 or settings.max_sessions_per_client < 1:
+        raise ValueError("max_sessions and max_sessions_per_client must be >= 1")
+    if settings.max_connections < 1:
+        raise ValueError("max_connections must be >= 1")
+    for name in ("session_ttl", "evict_idle_after", "header_timeout", "body_timeout",
+                 "delete_wait"):
+        if not getattr(settings, name) > 0:
+            raise ValueError(f"{name} must be > 0")
 
 
 @dataclass
 class BaseServerSettings:
-    """The limits every server has. A game's settings subclass it (or, like the Password Game's,
-    declare the same fields) and add their own; :func:`create_base_app` reads only these four.
+    """The limits every server has; a game's settings subclass it and add their own.
 
-    ``clock`` is the time source for idle expiry (tests inject their own).
+    Sessions: ``max_sessions`` in all, ``max_sessions_per_client`` per client, ``session_ttl``
+    seconds idle before a session expires, ``evict_idle_after`` seconds idle before a session may
+    be evicted to make room (never sooner: a full server answers 429 instead), ``delete_wait``
+    seconds that a DELETE waits for the request in flight. Transport: ``max_body_bytes``,
+    ``body_timeout`` and ``header_timeout`` seconds, ``max_connections`` served at once.
+    ``clock`` is the time source for idle times (tests inject their own).
     """
 
     max_sessions: int = 1024
     session_ttl: float = 3600.0
     max_body_bytes: int = 1 * MiB
+    max_sessions_per_client: int = 256
+    evict_idle_after: float = 300.0
+    delete_wait: float = 30.0
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    max_connections: int = 128
     clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     def __post_init__(self) -> None:
         check_session_limits(self)
         if self.max_body_bytes < 1024:
             raise ValueError("max_body_bytes must be >= 1024")
+
+    def shared_limits(self) -> dict[str, Any]:
+        """The limits above, as ``/health`` reports them."""
+        return {name: getattr(self, name) for name in SHARED_LIMITS}
+
+
+SHARED_LIMITS = ("max_sessions", "max_sessions_per_client", "session_ttl", "evict_idle_after",
+                 "delete_wait", "max_body_bytes", "body_timeout", "header_timeout",
+                 "max_connections")
 
 
 # ============================================================================ JSON responses
@@ -104,172 +140,6 @@ class SafeJSONResponse(JSONResponse):
         except UnicodeEncodeError:
             return json.dumps(content, ensure_ascii=True, allow_nan=False,
                               separators=(",", ":")).encode("ascii")
-
-
-def short(text: Any, limit: int = 64) -> str:
-    """An ASCII-safe, bounded rendering of client-supplied text for error messages."""
-    s = ascii(text) if isinstance(text, str) else ascii(str(text))
-    return s if len(s) <= limit else s[: limit - 3] + "..."
-
-
-# ============================================================================ body size limit
-class BodySizeLimitMiddleware:
-    """Rejects request bodies over ``max_bytes`` with 413 before the app parses anything.
-
-    A declared ``Content-Length`` over the limit is refused at once; a body without one (chunked)
-    is read until it passes the limit and then refused. Bodies within the limit are buffered
-    (at most ``max_bytes``) and replayed to the app.
-    """
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    await self._reject(send, 400, "invalid Content-Length header")
-                    return
-                if declared > self.max_bytes:
-                    await self._reject_too_large(send, declared)
-                    return
-                break
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # http.disconnect: the client went away
-                return
-            body = message.get("body", b"")
-            total += len(body)
-            if total > self.max_bytes:
-                await self._reject_too_large(send, None)
-                return
-            if body:
-                chunks.append(body)
-            if not message.get("more_body", False):
-                break
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _reject_too_large(self, send: Send, declared: Optional[int]) -> None:
-        size = f"{declared} bytes" if declared is not None else "more than that"
-        await self._reject(send, 413, f"request body too large: {size}; the limit is "
-                                      f"{self.max_bytes} bytes (max_body_bytes)")
-
-    @staticmethod
-    async def _reject(send: Send, status: int, detail: str) -> None:
-        body = json.dumps({"detail": detail}).encode()
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": body})
-
-
-# ============================================================================ sessions
-class SessionGone(LookupError):
-    pass
-
-
-class Session:
-    """One session: its game object, its lock (hold it while using the game), its last use."""
-
-    __slots__ = ("id", "game", "lock", "last_used")
-
-    def __init__(self, sid: str, game: Any, now: float) -> None:
-        self.id = sid
-        self.game = game
-        self.lock = threading.Lock()
-        self.last_used = now
-
-
-class SessionStore:
-    """Sessions in least-recently-used order, with idle expiry and a size cap.
-
-    The dict is kept ordered by last use (``move_to_end`` on every access), so the oldest idle
-    session is always first: expiry sweeps from the front, and eviction pops the front. A bounded
-    record of ended ids lets a 404 say why a session is gone.
-    """
-
-    GONE_MEMORY = 4096
-
-    def __init__(self, max_sessions: int, ttl: float, clock: Callable[[], float]) -> None:
-        self.max_sessions = max_sessions
-        self.ttl = ttl
-        self.clock = clock
-        self._sessions: "OrderedDict[str, Session]" = OrderedDict()
-        self._gone: "OrderedDict[str, str]" = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        with self._lock:
-            self._sweep(self.clock())
-            return len(self._sessions)
-
-    def add(self, game: Any) -> Session:
-        with self._lock:
-            now = self.clock()
-            self._sweep(now)
-            while len(self._sessions) >= self.max_sessions:
-                old_id, _ = self._sessions.popitem(last=False)
-                self._bury(old_id, f"it was evicted to make room (the server holds at most "
-                                   f"{self.max_sessions} sessions and this one was idle longest)")
-            sid = secrets.token_urlsafe(16)
-            while sid in self._sessions or sid in self._gone:  # never in practice
-                sid = secrets.token_urlsafe(16)
-            session = Session(sid, game, now)
-            self._sessions[sid] = session
-            return session
-
-    def get(self, sid: str) -> Session:
-        with self._lock:
-            now = self.clock()
-            self._sweep(now)
-            session = self._sessions.get(sid)
-            if session is None:
-                raise SessionGone(self._why(sid))
-            session.last_used = now
-            self._sessions.move_to_end(sid)
-            return session
-
-    def delete(self, sid: str) -> None:
-        with self._lock:
-            self._sweep(self.clock())
-            if self._sessions.pop(sid, None) is None:
-                raise SessionGone(self._why(sid))
-            self._bury(sid, "it was deleted")
-
-    def _sweep(self, now: float) -> None:
-        while self._sessions:
-            sid, session = next(iter(self._sessions.items()))
-            if now - session.last_used < self.ttl:
-                break
-            del self._sessions[sid]
-            self._bury(sid, f"it expired after {self.ttl:g} s without a request (session_ttl)")
-
-    def _bury(self, sid: str, why: str) -> None:
-        self._gone[sid] = why
-        while len(self._gone) > self.GONE_MEMORY:
-            self._gone.popitem(last=False)
-
-    def _why(self, sid: str) -> str:
-        why = self._gone.get(sid, "no session has this id (or it ended long ago)")
-        return f"session {short(sid)} not found: {why}"
 
 
 # ============================================================================ API models
@@ -319,11 +189,18 @@ class Health(BaseModel):
 
 ERROR_RESPONSES: dict[Union[int, str], dict[str, Any]] = {
     404: {"model": Detail, "description": "unknown, deleted, expired or evicted session"},
+    409: {"model": Detail, "description": "the session is busy with another request "
+                                          "(Retry-After: 1)"},
     413: {"model": Detail, "description": "request body over max_body_bytes"},
     422: {"model": Detail, "description": "invalid request (pydantic errors)"},
 }
 EPISODE_OVER_RESPONSE: dict[Union[int, str], dict[str, Any]] = {
-    409: {"model": Detail, "description": "the episode has ended"}}
+    409: {"model": Detail, "description": "the episode has ended (no Retry-After), or the session "
+                                          "is busy with another request (Retry-After: 1)"}}
+NEW_SESSION_RESPONSES: dict[Union[int, str], dict[str, Any]] = {
+    **ERROR_RESPONSES,
+    429: {"model": Detail, "description": "no room for a new session (max_sessions or "
+                                          "max_sessions_per_client, all active); see Retry-After"}}
 
 
 # ============================================================================ the app
@@ -341,26 +218,29 @@ def validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
     return out
 
 
-def http_error(status: int, detail: str) -> HTTPException:
-    return HTTPException(status_code=status, detail=detail)
+def http_error(status: int, detail: str, retry_after: Optional[int] = None) -> HTTPException:
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    return HTTPException(status_code=status, detail=detail, headers=headers)
 
 
 def create_base_app(settings: Any, *, title: str, description: str = "",
                     logger: Optional[logging.Logger] = None) -> FastAPI:
     """A FastAPI app with the shared hardening and an empty :class:`SessionStore`.
 
-    ``settings`` needs ``max_sessions``, ``session_ttl``, ``max_body_bytes`` and ``clock``; it and
-    the store are kept as ``app.state.settings`` and ``app.state.sessions``. ``logger`` receives
-    the traceback of any unexpected error (answered with a JSON 500: the last resort; every known
-    bad input is a 4xx).
+    ``settings`` needs :class:`BaseServerSettings`' fields; it and the store are kept as
+    ``app.state.settings`` and ``app.state.sessions``. ``logger`` receives the traceback of any
+    unexpected error (answered with a JSON 500: the last resort; every known bad input is a 4xx).
     """
     log = logger or logging.getLogger("tasks.common.server")
-    store = SessionStore(settings.max_sessions, settings.session_ttl, settings.clock)
+    store = SessionStore(settings.max_sessions, settings.session_ttl, settings.clock,
+                         max_per_client=settings.max_sessions_per_client,
+                         evict_idle_after=settings.evict_idle_after)
     app = FastAPI(title=title, version=VERSION, description=description,
                   default_response_class=SafeJSONResponse)
     app.state.settings = settings
     app.state.sessions = store
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes,
+                       timeout=settings.body_timeout)
 
     @app.exception_handler(RequestValidationError)
     async def on_validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -387,6 +267,36 @@ def create_base_app(settings: Any, *, title: str, description: str = "",
     return app
 
 
+# ============================================================================ sessions over HTTP
+CLIENT_TOKEN_HEADER = "X-Client-Token"
+_TOKEN_RE = re.compile(r"[A-Za-z0-9._~+/=-]{1,64}")
+
+
+def client_key(request: Request) -> str:
+    """Whose session quota a request counts against: its ``X-Client-Token`` (any 1-64 URL-safe
+    characters the client picks; an accounting key, not a secret), else its address."""
+    token = request.headers.get(CLIENT_TOKEN_HEADER)
+    if token is not None:
+        if not _TOKEN_RE.fullmatch(token):
+            raise http_error(400, f"{CLIENT_TOKEN_HEADER} must be 1 to 64 characters among "
+                                  f"A-Z a-z 0-9 . _ ~ + / = -")
+        return f"token:{token}"
+    return f"address:{request.client.host if request.client else 'unknown'}"
+
+
+def new_session(store: SessionStore, request: Request, make: Callable[[], tuple[Any, Any]]) -> Any:
+    """``POST /sessions``: check there is room for the client (429 if not) before ``make()``
+    builds the game and its first observation, add it, answer ``{session_id, observation}``."""
+    owner = client_key(request)
+    try:
+        store.check_room(owner)
+        game, observation = make()
+        session = store.add(game, owner)
+    except StoreFull as e:
+        raise http_error(429, str(e), retry_after=e.retry_after) from None
+    return SafeJSONResponse({"session_id": session.id, "observation": observation})
+
+
 def lookup_session(store: SessionStore, sid: str) -> Session:
     """The session, or an ``HTTPException`` 404 that says why it is gone."""
     try:
@@ -395,25 +305,54 @@ def lookup_session(store: SessionStore, sid: str) -> Session:
         raise http_error(404, str(e)) from None
 
 
+@contextmanager
+def using_session(store: SessionStore, sid: str) -> Iterator[Session]:
+    """The session, held for this request alone: 404 if it is gone, 409 at once if another
+    request is using it (no thread ever waits for a session), 409 if a DELETE is waiting."""
+    session = lookup_session(store, sid)
+    if not session.lock.acquire(blocking=False):
+        raise http_error(409, f"session {short(sid)} is busy: another request for it is in "
+                              f"progress (one at a time per session); retry when it has "
+                              f"answered", retry_after=SessionBusy.retry_after)
+    try:
+        if session.closed:  # ended between the lookup and the lock
+            raise http_error(404, store.why(sid))
+        if session.closing:
+            raise http_error(409, f"session {short(sid)} is being deleted",
+                             retry_after=SessionBusy.retry_after)
+        yield session
+    finally:
+        session.lock.release()
+        store.touch(session)
+
+
 def add_health_route(app: FastAPI, limits: Callable[[], dict[str, Any]]) -> None:
-    """``GET /health``: status, live session count, version and the server's limits."""
+    """``GET /health``: status, live session count, version and the server's limits (the shared
+    ones and the game's). It is ``async``: it runs on the event loop, so it answers even while
+    every worker thread is busy with game work."""
     store: SessionStore = app.state.sessions
+    settings = app.state.settings
 
     @app.get("/health", response_model=Health)
-    def health() -> Any:
-        return {"status": "ok", "sessions": len(store), "version": VERSION, "limits": limits()}
+    async def health() -> Any:
+        return {"status": "ok", "sessions": len(store), "version": VERSION,
+                "limits": {**BaseServerSettings.shared_limits(settings), **limits()}}
 
 
 def add_delete_session_route(app: FastAPI) -> None:
-    """``DELETE /sessions/{session_id}``: end a session (404 if it is already gone)."""
+    """``DELETE /sessions/{session_id}``: end a session once the request using it, if any, has
+    answered (404 if it is already gone; 409 if that request outlasts ``delete_wait``)."""
     store: SessionStore = app.state.sessions
+    wait = app.state.settings.delete_wait
 
     @app.delete("/sessions/{session_id}", response_model=Ended, responses=ERROR_RESPONSES)
     def delete_session(session_id: str) -> Any:
         try:
-            store.delete(session_id)
+            store.delete(session_id, wait)
         except SessionGone as e:
             raise http_error(404, str(e)) from None
+        except SessionBusy as e:
+            raise http_error(409, str(e), retry_after=SessionBusy.retry_after) from None
         return {"ended": True}
 
 
@@ -423,16 +362,15 @@ def add_turn_routes(app: FastAPI, *, action_model: type[BaseModel], action_field
                     submit_doc: str, feedback_doc: str) -> None:
     """``POST /sessions/{id}/submit`` and ``/feedback``, the same for every game.
 
-    ``submit`` plays one turn (``game.step(action)``) under the session's lock and answers 409 once
-    the episode has ended; ``feedback(game, action)`` answers without using a turn. The request
-    model is the game's (its one text field is ``action_field``), so each game keeps its own
-    field name, limits and OpenAPI schema.
+    ``submit`` plays one turn (``game.step(action)``) holding the session (:func:`using_session`)
+    and answers 409 once the episode has ended; ``feedback(game, action)`` answers without using
+    a turn. The request model is the game's (its one text field is ``action_field``), so each
+    game keeps its own field name, limits and OpenAPI schema.
     """
     store: SessionStore = app.state.sessions
 
     def submit(session_id: str, req: Any) -> Any:
-        session = lookup_session(store, session_id)
-        with session.lock:
+        with using_session(store, session_id) as session:
             try:
                 obs, reward, done, info = session.game.step(getattr(req, action_field))
             except GameOver:
@@ -440,8 +378,7 @@ def add_turn_routes(app: FastAPI, *, action_model: type[BaseModel], action_field
         return SafeJSONResponse({"observation": obs, "reward": reward, "done": done, "info": info})
 
     def feedback_route(session_id: str, req: Any) -> Any:
-        session = lookup_session(store, session_id)
-        with session.lock:
+        with using_session(store, session_id) as session:
             result = feedback(session.game, getattr(req, action_field))
         return SafeJSONResponse(result)
 
@@ -459,26 +396,39 @@ def add_turn_routes(app: FastAPI, *, action_model: type[BaseModel], action_field
 
 # ============================================================================ command line
 def add_session_arguments(parser: argparse.ArgumentParser, defaults: Any, port: int) -> None:
-    """``--host``, ``--port``, ``--max-sessions``, ``--session-ttl``."""
+    """``--host``, ``--port`` and the session limits."""
     parser.add_argument("--host", default="127.0.0.1",
                         help="interface to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=port)
     parser.add_argument("--max-sessions", type=int, default=defaults.max_sessions)
+    parser.add_argument("--max-sessions-per-client", type=int,
+                        default=defaults.max_sessions_per_client,
+                        help="sessions one client (X-Client-Token, else address) may hold")
     parser.add_argument("--session-ttl", type=float, default=defaults.session_ttl,
                         help="seconds without a request before a session expires")
+    parser.add_argument("--evict-idle-after", type=float, default=defaults.evict_idle_after,
+                        help="seconds without a request before a session may be evicted to make "
+                             "room (a full server answers 429 rather than evict sooner)")
 
 
 def add_runtime_arguments(parser: argparse.ArgumentParser, defaults: Any) -> None:
-    """``--max-body-bytes`` and ``--log-level``."""
+    """Transport limits and ``--log-level``."""
     parser.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes)
+    parser.add_argument("--body-timeout", type=float, default=defaults.body_timeout,
+                        help="seconds to receive a request body (408 after)")
+    parser.add_argument("--header-timeout", type=float, default=defaults.header_timeout,
+                        help="seconds to receive a request head (the connection is closed after)")
+    parser.add_argument("--max-connections", type=int, default=defaults.max_connections,
+                        help="connections or requests served at once (503 beyond)")
     parser.add_argument("--log-level", default="info",
                         choices=["critical", "error", "warning", "info", "debug", "trace"])
 
 
-def serve(app: FastAPI, args: argparse.Namespace) -> None:
-    """Run ``app`` with uvicorn on ``args.host:args.port`` at ``args.log_level``."""
-    import uvicorn
-
-    logging.basicConfig(level=args.log_level.upper() if args.log_level != "trace" else "DEBUG")
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                access_log=args.log_level in ("info", "debug", "trace"))
+def shared_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings keywords that :func:`add_session_arguments` and
+    :func:`add_runtime_arguments` parsed."""
+    return {"max_sessions": args.max_sessions,
+            "max_sessions_per_client": args.max_sessions_per_client,
+            "session_ttl": args.session_ttl, "evict_idle_after": args.evict_idle_after,
+            "max_body_bytes": args.max_body_bytes, "body_timeout": args.body_timeout,
+            "header_timeout": args.header_timeout, "max_connections": args.max_connections}

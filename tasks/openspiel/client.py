@@ -26,7 +26,8 @@ import httpx
 
 from ..common.client import (BaseEnvClient, EpisodeOverError, GameServerError,  # noqa: F401
                              InvalidRequestError, RequestTooLargeError, ServerUnavailableError,
-                             SessionNotFoundError, find_free_port, stop_server, wait_for_server)
+                             SessionBusyError, SessionNotFoundError, TooManySessionsError,
+                             find_free_port, stop_server, wait_for_server)
 from ..common.client import start_server as _start_server
 
 DEFAULT_URL = "http://127.0.0.1:8002"
@@ -46,12 +47,12 @@ class OpenSpielEnv(BaseEnvClient):
 
     def __init__(self, base_url: str | None = None, *, game: str = "tic_tac_toe",
                  timeout: float = 60.0, client: httpx.Client | None = None, retries: int = 3,
-                 backoff: float = 0.1, **cfg: Any) -> None:
+                 backoff: float = 0.1, client_token: str | None = None, **cfg: Any) -> None:
         unknown = set(cfg) - set(_CONFIG)
         if unknown:
             raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
         super().__init__(base_url, timeout=timeout, client=client, retries=retries,
-                         backoff=backoff)
+                         backoff=backoff, client_token=client_token)
         self.game = game
         self.cfg = dict(cfg)
         reward = self.cfg.get("reward")

@@ -25,9 +25,12 @@ Bad requests are 4xx, never 5xx (the scaffolding in ``tasks.common.server``): an
 longer than ``max_move_chars`` are 422; an unknown / deleted / expired / evicted session is 404;
 a submission after the game ended is 409; a body over ``max_body_bytes`` is 413.
 
-Limits (``ServerSettings`` and flags): ``max_move_chars`` 4096, ``max_mcts_simulations`` 5000
-(the MCTS opponent runs inside the request), ``max_sessions`` 1024, ``session_ttl`` 3600 s,
-``max_body_bytes`` 1 MiB.
+Limits (``ServerSettings`` and flags): ``max_move_chars`` 4096; the MCTS opponent searches
+inside the request, so its budget has a ceiling: ``max_mcts_simulations`` 1000 and
+``max_mcts_playouts`` 1000 (``mcts_simulations * mcts_rollouts``; 1.3-3.0 s for the costliest
+game, Othello, on 2 shared vCPUs; docs/reliability.md), over which a new session is 422. The
+shared limits (sessions, per-client quota, 429/409 behaviour, timeouts, ``max_body_bytes``
+1 MiB) are those of ``tasks.common.server``.
 """
 
 # No ``from __future__ import annotations``: FastAPI must see real annotations on the endpoints.
@@ -36,15 +39,14 @@ import logging
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union
 
-from fastapi import FastAPI
-from pydantic import BaseModel, Field, field_validator
+from fastapi import FastAPI, Request
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from ..common.server import (ERROR_RESPONSES, BaseServerSettings,
+from ..common.server import (ERROR_RESPONSES, NEW_SESSION_RESPONSES, BaseServerSettings,
                              SafeJSONResponse, Seed, SessionStore, Weight,
                              add_delete_session_route, add_health_route, add_runtime_arguments,
-                             add_session_arguments,
-                             add_turn_routes, create_base_app, lookup_session,
-                             serve, strict, text_type)
+                             add_session_arguments, add_turn_routes, create_base_app, new_session,
+                             serve, shared_settings, strict, text_type, using_session)
 from .game import OpenSpielGame, RewardConfig
 from .games import GAMES, list_games
 
@@ -53,15 +55,25 @@ logger = logging.getLogger("tasks.openspiel.server")
 
 @dataclass
 class ServerSettings(BaseServerSettings):
-    """The shared limits plus ``max_move_chars`` and ``max_mcts_simulations``."""
+    """The shared limits plus ``max_move_chars`` and the MCTS ceiling.
+
+    The MCTS opponent searches inside a request, holding a worker thread and the GIL: one search
+    costs about ``mcts_simulations * mcts_rollouts`` random playouts, 0.2 ms (tic-tac-toe) to
+    2.1 ms (Othello, the costliest) each (``MCTSBot.step`` from the opening, 300 simulations, on
+    the shared 2-vCPU VM, 2026-11-23). The old ceiling (5000 simulations x 100 rollouts) let one
+    request run for minutes; ``max_mcts_playouts`` 1000 keeps the costliest search at 1.3-3.0 s
+    there (docs/reliability.md).
+    """
 
     max_move_chars: int = 4096
-    max_mcts_simulations: int = 5000
+    max_mcts_simulations: int = 1000
+    max_mcts_playouts: int = 1000
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.max_move_chars < 1 or self.max_mcts_simulations < 1:
-            raise ValueError("max_move_chars and max_mcts_simulations must be >= 1")
+        if min(self.max_move_chars, self.max_mcts_simulations, self.max_mcts_playouts) < 1:
+            raise ValueError("max_move_chars, max_mcts_simulations and max_mcts_playouts must "
+                             "be >= 1")
 
 
 # ============================================================================ API models
@@ -190,6 +202,16 @@ def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
                 raise ValueError(f"unknown game; supported games: {', '.join(GAMES)}")
             return value
 
+        @model_validator(mode="after")
+        def search_fits_the_ceiling(self) -> "CreateSessionRequest":
+            playouts = self.mcts_simulations * self.mcts_rollouts
+            if self.opponent == "mcts" and playouts > settings.max_mcts_playouts:
+                raise ValueError(
+                    f"mcts_simulations x mcts_rollouts = {playouts} random playouts per move is "
+                    f"over max_mcts_playouts ({settings.max_mcts_playouts}), which keeps one "
+                    f"request under a few seconds")
+            return self
+
     class MoveRequest(BaseModel):
         model_config = strict()
         move: Move  # type: ignore[valid-type]
@@ -199,30 +221,30 @@ def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
     store: SessionStore = app.state.sessions
     errors = ERROR_RESPONSES
 
-    add_health_route(app, lambda: {"max_sessions": settings.max_sessions,
-                                   "session_ttl": settings.session_ttl,
-                                   "max_move_chars": settings.max_move_chars,
+    add_health_route(app, lambda: {"max_move_chars": settings.max_move_chars,
                                    "max_mcts_simulations": settings.max_mcts_simulations,
-                                   "max_body_bytes": settings.max_body_bytes})
+                                   "max_mcts_playouts": settings.max_mcts_playouts})
 
     @app.get("/games", response_model=GamesResponse)
     def games() -> Any:
         """The supported games."""
         return SafeJSONResponse({"games": list_games()})
 
-    @app.post("/sessions", response_model=SessionResponse, responses=errors)
-    def create_session(req: Optional[CreateSessionRequest] = None) -> Any:
+    @app.post("/sessions", response_model=SessionResponse, responses=NEW_SESSION_RESPONSES)
+    def create_session(request: Request, req: Optional[CreateSessionRequest] = None) -> Any:
         """Start an episode (``reset``); the opponent moves first if the model is seat 1."""
         req = req or CreateSessionRequest()
-        game = OpenSpielGame(req.game, model_seat=req.model_seat, opponent=req.opponent,
-                             mcts_simulations=req.mcts_simulations, mcts_uct_c=req.mcts_uct_c,
-                             mcts_rollouts=req.mcts_rollouts,
-                             illegal_move_policy=req.illegal_move_policy,
-                             max_illegal_retries=req.max_illegal_retries,
-                             reward=RewardConfig(**req.reward.model_dump()))
-        observation = game.reset(req.seed)
-        session = store.add(game)
-        return SafeJSONResponse({"session_id": session.id, "observation": observation})
+
+        def make() -> Any:
+            game = OpenSpielGame(req.game, model_seat=req.model_seat, opponent=req.opponent,
+                                 mcts_simulations=req.mcts_simulations,
+                                 mcts_uct_c=req.mcts_uct_c, mcts_rollouts=req.mcts_rollouts,
+                                 illegal_move_policy=req.illegal_move_policy,
+                                 max_illegal_retries=req.max_illegal_retries,
+                                 reward=RewardConfig(**req.reward.model_dump()))
+            return game, game.reset(req.seed)
+
+        return new_session(store, request, make)
 
     add_turn_routes(
         app, action_model=MoveRequest, action_field="move", step_response=SubmitResponse,
@@ -234,8 +256,7 @@ def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
     @app.get("/sessions/{session_id}", response_model=SessionState, responses=errors)
     def get_state(session_id: str) -> Any:
         """Observation, config and the omniscient state (debugging: shows hidden cards)."""
-        session = lookup_session(store, session_id)
-        with session.lock:
+        with using_session(store, session_id) as session:
             state = session.game.state_dict()
         return SafeJSONResponse(state)
 
@@ -255,13 +276,15 @@ def main(argv: Optional[list] = None) -> None:
     parser.add_argument("--max-move-chars", type=int, default=defaults.max_move_chars)
     parser.add_argument("--max-mcts-simulations", type=int,
                         default=defaults.max_mcts_simulations)
+    parser.add_argument("--max-mcts-playouts", type=int, default=defaults.max_mcts_playouts,
+                        help="ceiling on mcts_simulations x mcts_rollouts (one search's cost)")
     add_runtime_arguments(parser, defaults)
     args = parser.parse_args(argv)
     try:
-        settings = ServerSettings(max_sessions=args.max_sessions, session_ttl=args.session_ttl,
-                                  max_body_bytes=args.max_body_bytes,
-                                  max_move_chars=args.max_move_chars,
-                                  max_mcts_simulations=args.max_mcts_simulations)
+        settings = ServerSettings(max_move_chars=args.max_move_chars,
+                                  max_mcts_simulations=args.max_mcts_simulations,
+                                  max_mcts_playouts=args.max_mcts_playouts,
+                                  **shared_settings(args))
     except ValueError as e:
         parser.error(str(e))
     serve(create_app(settings), args)

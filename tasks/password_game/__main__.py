@@ -19,10 +19,21 @@ from .rules import NUM_RULES
 from .solver import solve
 
 
+def print_json(payload: object) -> None:
+    """JSON on stdout, as is where stdout's encoding holds every character, else with ``\\u``
+    escapes (the same JSON), rather than a ``UnicodeEncodeError`` on a stdout that is not UTF-8."""
+    text = json.dumps(payload, ensure_ascii=False)
+    try:
+        text.encode(sys.stdout.encoding or "utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(payload, ensure_ascii=True)
+    print(text)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     result = check_password(args.password, args.seed, args.revealed)
     if args.json:
-        print(json.dumps({"rules": result["rules"]}, ensure_ascii=False))
+        print_json({"rules": result["rules"]})
     else:
         for r in result["rules"]:
             print(f"{'PASS' if r['satisfied'] else 'FAIL'}  rule {r['id']:2d}: {r['text']}")
@@ -120,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=8000)
     p.set_defaults(func=cmd_demo)
     args = parser.parse_args(argv)
+    # Rule texts and passwords hold emoji: on a stdout that cannot encode them, print escapes
+    # (\U0001f95a) instead of dying with UnicodeEncodeError. --json output never needs this.
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")
     return args.func(args)
 
 

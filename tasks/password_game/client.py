@@ -30,7 +30,8 @@ import httpx
 
 from ..common.client import (_ERRORS, _NOT_SENT, BaseEnvClient, EpisodeOverError,  # noqa: F401
                              GameServerError, InvalidRequestError, RequestTooLargeError,
-                             ServerUnavailableError, SessionNotFoundError, _log_tail,
+                             ServerUnavailableError, SessionBusyError, SessionNotFoundError,
+                             TooManySessionsError, _log_tail,
                              _package_root, find_free_port, stop_server, wait_for_server)
 from ..common.client import encode_json as _encode  # noqa: F401
 from ..common.client import error_message as _message  # noqa: F401
@@ -61,9 +62,10 @@ class PasswordGameEnv(BaseEnvClient):
 
     def __init__(self, base_url: str | None = None, *, timeout: float = 10.0, max_steps: int = 30,
                  reward: dict[str, Any] | None = None, client: httpx.Client | None = None,
-                 num_rules: int = 26, retries: int = 3, backoff: float = 0.1) -> None:
+                 num_rules: int = 26, retries: int = 3, backoff: float = 0.1,
+                 client_token: str | None = None) -> None:
         super().__init__(base_url, timeout=timeout, client=client, retries=retries,
-                         backoff=backoff)
+                         backoff=backoff, client_token=client_token)
         self.max_steps = max_steps
         self.num_rules = num_rules
         self.reward = dict(reward) if reward else None

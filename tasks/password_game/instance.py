@@ -14,81 +14,21 @@ import dataclasses
 import datetime as dt
 import functools
 import json
-import math
 import random
 import string
-from dataclasses import dataclass
 from importlib import resources
 
 from ..common.protocol import MAX_SEED, check_seed  # noqa: F401 (re-exported)
+from .instance_types import (MOON_EMOJI, MOON_NAMES, ChessPuzzle, Country,  # noqa: F401 (re-exported)
+                             Instance, Video, _phase_at, moon_phase_emoji, moon_phase_index)
+from .solver import solve_plain
 
-MOON_EMOJI = ("🌑", "🌒", "🌓", "🌔", "🌕", "🌖", "🌗", "🌘")
-MOON_NAMES = (
-    "new moon", "waxing crescent", "first quarter", "waxing gibbous",
-    "full moon", "waning gibbous", "last quarter", "waning crescent",
-)
-_SYNODIC_MONTH = 29.530588853  # days
-_REFERENCE_NEW_MOON = dt.datetime(2000, 1, 6, 18, 14, tzinfo=dt.timezone.utc)
 _FIRST_DATE = dt.date(2000, 1, 1)
 _LAST_DATE = dt.date(2030, 12, 31)
 _CAPTCHA_ALPHABET = string.ascii_lowercase + string.digits
 _VIDEO_ID_ALPHABET = string.ascii_letters + string.digits + "-_"
 N_SEARCH_RESULTS = 6
 N_MATCHING_VIDEOS = 2
-
-
-@dataclass(frozen=True)
-class Video:
-    id: str
-    seconds: int
-
-    @property
-    def url(self) -> str:
-        return f"youtu.be/{self.id}"
-
-    @property
-    def length_text(self) -> str:
-        return f"{self.seconds // 60}:{self.seconds % 60:02d}"
-
-
-@dataclass(frozen=True)
-class Country:
-    name: str
-    aliases: tuple[str, ...]
-    clues: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ChessPuzzle:
-    fen: str
-    mates: tuple[str, ...]  # SAN of every mating move, with the trailing '#'
-
-    @property
-    def side_to_move(self) -> str:
-        return "White" if self.fen.split()[1] == "w" else "Black"
-
-
-@dataclass(frozen=True)
-class Instance:
-    seed: int
-    captcha: str
-    wordle: str
-    date: dt.date
-    country: Country
-    chess: ChessPuzzle
-    video_seconds: int
-    videos: tuple[Video, ...]  # the offline "search results"; some have the right length
-    banned: tuple[str, ...]  # the two sacrificed letters (lowercase; banned in either case)
-
-    @functools.cached_property
-    def moon(self) -> str:
-        return moon_phase_emoji(self.date)
-
-    def video_length(self, video_id: str) -> int | None:
-        for v in self.videos:
-            if v.id == video_id:
-                return v.seconds
-        return None
 
 
 # ---------------------------------------------------------------------------- data files
@@ -114,25 +54,6 @@ def chess_puzzles() -> tuple[ChessPuzzle, ...]:
 
 
 # ---------------------------------------------------------------------------- moon
-def _phase_at(moment: dt.datetime) -> int:
-    age_days = (moment - _REFERENCE_NEW_MOON).total_seconds() / 86400.0
-    fraction = (age_days / _SYNODIC_MONTH) % 1.0
-    return int(math.floor(fraction * 8 + 0.5)) % 8
-
-
-def moon_phase_index(date: dt.date) -> int:
-    """Phase 0..7 (new, waxing crescent, ..., waning crescent) at noon UTC on ``date``.
-
-    Mean synodic month from the new moon of 2000-01-06 18:14 UTC; each phase covers an eighth of
-    the cycle centred on its name (new moon is the eighth around age 0).
-    """
-    return _phase_at(dt.datetime(date.year, date.month, date.day, 12, tzinfo=dt.timezone.utc))
-
-
-def moon_phase_emoji(date: dt.date) -> str:
-    return MOON_EMOJI[moon_phase_index(date)]
-
-
 def _moon_phase_is_unambiguous(date: dt.date) -> bool:
     """True when the phase is the same from 00:00 to 24:00 UTC, so no time zone could argue."""
     midnight = dt.datetime(date.year, date.month, date.day, tzinfo=dt.timezone.utc)
@@ -183,8 +104,6 @@ def _draw_date(rng: random.Random) -> dt.date:
 @functools.lru_cache(maxsize=4096, typed=True)  # typed: True and 1.0 must not hit the cache of 1
 def make_instance(seed: int) -> Instance:
     """The instance for ``seed``. Deterministic across runs and platforms; cached."""
-    from .solver import solve_plain  # local import: the solver needs the rules, which need us
-
     check_seed(seed)
     rng = random.Random(seed)
     answers, places, puzzles = wordle_answers(), countries(), chess_puzzles()

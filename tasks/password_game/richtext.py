@@ -9,6 +9,9 @@ neal.fun's password box is a rich-text editor; ours is a string with inline mark
 The markup characters are not part of the password: every rule except the two formatting rules
 (18: vowels bolded, 25: italic at least twice bold) reads the *plain* text, and the length is the
 number of plain characters (Unicode code points).
+
+The password is first read as a person sees it (:func:`.text.visible`: invisible characters
+removed, spaces unified, NFC), so that two passwords that look the same get the same verdicts.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
+
+from .text import lower, visible
 
 VOWELS = "aeiouAEIOU"
 _VOWEL_RE = re.compile(r"[aeiouAEIOU]")
@@ -31,17 +36,19 @@ class RichText:
     bold_chars: int = 0
     italic_chars: int = 0
     unbolded_vowels: int = 0
-    lower: str = ""  # plain.lower(), computed once for the case-insensitive rules
+    lower: str = ""  # text.lower(plain), computed once for the case-insensitive rules
 
     def __post_init__(self) -> None:
         if not self.lower and self.plain:
-            object.__setattr__(self, "lower", self.plain.lower())
+            object.__setattr__(self, "lower", lower(self.plain))
 
 
 def parse(text: str) -> RichText:
-    """Parse inline markup. Linear in ``len(text)``; never raises."""
+    """Normalise (:func:`.text.visible`), then parse inline markup. Linear in ``len(text)``;
+    never raises."""
+    text = visible(text)
     if "*" not in text and "\\" not in text:  # no markup at all
-        return RichText(text, 0, 0, _count_vowels(text), text.lower())
+        return RichText(text, 0, 0, _count_vowels(text), lower(text))
     if "\\" in text:
         return _parse_with_escapes(text)
     # No escapes. str.split("**") finds the bold toggles exactly as the greedy left-to-right
@@ -54,7 +61,7 @@ def parse(text: str) -> RichText:
     italic_pieces = "".join(pieces).split("*")
     plain = "".join(italic_pieces)
     n_italic = len("".join(italic_pieces[1::2]))
-    return RichText(plain, n_bold, n_italic, n_unbolded, plain.lower())
+    return RichText(plain, n_bold, n_italic, n_unbolded, lower(plain))
 
 
 def _parse_with_escapes(text: str) -> RichText:
@@ -82,7 +89,7 @@ def _parse_with_escapes(text: str) -> RichText:
         if italic:
             n_italic += len(part)
     joined = "".join(plain)
-    return RichText(joined, n_bold, n_italic, n_unbolded, joined.lower())
+    return RichText(joined, n_bold, n_italic, n_unbolded, lower(joined))
 
 
 def _count_vowels(text: str) -> int:

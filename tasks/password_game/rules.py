@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .chemistry import atomic_sum, has_roman_numeral, has_two_letter_symbol, roman_product
-from .instance import MOON_EMOJI, Instance
+from .instance_types import MOON_EMOJI, Instance
 from .richtext import RichText
 
 NUM_RULES = 26

@@ -13,14 +13,18 @@ bad input                            status  answer
 unknown / deleted / expired /        404     ``{"detail": "session '...' not found: <why>"}``
 evicted session id
 submit to an ended episode           409     ``{"detail": "the episode has ended ..."}``
+session busy with another request    409     at once, with ``Retry-After: 1``
+no room for a new session (this      429     with ``Retry-After``; an active game is never
+client's quota or the server's cap)          evicted to make room
 wrong type, missing field, extra     422     ``{"detail": [{"type", "loc", "msg"}, ...]}`` (pydantic;
 field, seed outside [0, 2**63-1],            strict: ``"7"``, ``7.0`` and ``true`` are not seeds;
 n_revealed outside [0, 26], too              inputs are never echoed back)
 many batch items, password longer
 than ``max_password_chars``
 body that is not JSON                422     ``json_invalid``, or 400 where the JSON parser
-                                             itself fails: invalid UTF-8, numbers over 4300
-                                             digits, absurd nesting (the message says which)
+                                             itself fails: invalid UTF-8 (CESU-8 surrogates
+                                             too), numbers over 4300 digits, absurd nesting
+body slower than ``body_timeout``    408     and the connection is closed
 body larger than ``max_body_bytes``  413     rejected by a middleware from Content-Length, or while
                                              streaming, before any JSON parsing
 ===================================  ======  =======================================================
@@ -29,16 +33,16 @@ Passwords are text: any Python ``str`` a JSON string can carry is accepted, cont
 NUL and lone surrogates (``"\\ud800"``) included; responses that contain a lone surrogate are sent
 with ASCII escapes so that they stay valid JSON and round-trip exactly.
 
+Passwords are read as a person sees them (``tasks.password_game.text``: invisible characters
+removed, spaces unified, NFC) before any rule looks at them.
+
 Limits (``ServerSettings``, command-line flags): ``max_password_chars`` 4096 (code points of the
 raw password, markup included), ``max_batch`` 1024 passwords, ``max_body_bytes`` 5 MiB (a full
-batch of 4096-character ASCII passwords is 4.1 MiB as JSON), ``max_sessions`` 1024,
-``session_ttl`` 3600 s.
-
-Sessions live in memory: at most ``max_sessions`` (the least recently used one is evicted when a new
-one needs room) and each expires after ``session_ttl`` seconds without a request. Session ids are
-``secrets.token_urlsafe(16)``. Endpoints are sync (FastAPI runs them in its thread pool): the session
-table has a lock, and each session's game has its own, so concurrent submits to one session
-serialize.
+batch of 4096-character ASCII passwords is 4.1 MiB as JSON), and the shared ones of
+``tasks.common.server`` (sessions: 1024 in all, 256 per client, expiry after 3600 s idle,
+eviction only after 300 s idle, else 429; one request at a time per session, else 409 at once;
+DELETE waits for the request in flight; body, head and connection limits). Endpoints are sync
+(FastAPI runs them in its thread pool); ``/health`` is async.
 
 The game-agnostic parts (middleware, session store, error handlers, JSON responses, command-line
 flags) live in ``tasks.common.server``; this module adds the Password Game's endpoints.
@@ -48,20 +52,19 @@ flags) live in ``tasks.common.server``; this module adds the Password Game's end
 # (their limits come from the settings), and FastAPI must see real annotations on the endpoints.
 import argparse
 import logging
-import time
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, Literal, Optional, Union
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Optional, Union
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from pydantic import BaseModel, Field
 
-from ..common.server import (VERSION, BodySizeLimitMiddleware, Detail, Ended,  # noqa: F401
-                             EPISODE_OVER_RESPONSE, ERROR_RESPONSES, Health, MiB,
-                             SafeJSONResponse, Seed, Session, SessionGone, SessionStore, Weight,
-                             add_delete_session_route, add_health_route, add_runtime_arguments,
-                             add_session_arguments,
-                             add_turn_routes, check_session_limits, create_base_app,
-                             lookup_session, serve, strict, text_type)
+from ..common.server import (VERSION, BaseServerSettings, BodySizeLimitMiddleware,  # noqa: F401
+                             Detail, Ended, EPISODE_OVER_RESPONSE, ERROR_RESPONSES, Health, MiB,
+                             NEW_SESSION_RESPONSES, SafeJSONResponse, Seed, Session, SessionGone,
+                             SessionStore, Weight, add_delete_session_route, add_health_route,
+                             add_runtime_arguments, add_session_arguments, add_turn_routes,
+                             check_session_limits, create_base_app, lookup_session, new_session,
+                             serve, shared_settings, strict, text_type, using_session)
 from ..common.server import http_error as _http  # noqa: F401
 from ..common.server import short as _short  # noqa: F401
 from ..common.server import strict as _strict  # noqa: F401
@@ -78,25 +81,23 @@ _Session = Session  # the old name
 
 # ============================================================================ settings
 @dataclass
-class ServerSettings:
-    """Limits of one server. The defaults are documented in PASSWORD_GAME_README.md / docs.
+class ServerSettings(BaseServerSettings):
+    """The shared limits (sessions, quotas, timeouts: ``BaseServerSettings``) plus
+    ``max_password_chars`` and ``max_batch``. The defaults are documented in
+    PASSWORD_GAME_README.md.
 
     ``max_body_bytes`` (5 MiB) holds a full batch (1024 passwords of 4096 ASCII characters is
     4 MiB plus JSON quoting); a batch of long non-ASCII passwords may need to be split.
-    ``clock`` is the time source for idle expiry (tests inject their own).
     """
 
-    max_sessions: int = 1024
-    session_ttl: float = 3600.0
     max_password_chars: int = 4096
     max_batch: int = 1024
     max_body_bytes: int = 5 * MiB
-    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     def __post_init__(self) -> None:
-        check_session_limits(self)
-        if self.max_password_chars < 1 or self.max_batch < 1 or self.max_body_bytes < 1024:
-            raise ValueError("max_password_chars and max_batch must be >= 1, max_body_bytes >= 1024")
+        super().__post_init__()
+        if self.max_password_chars < 1 or self.max_batch < 1:
+            raise ValueError("max_password_chars and max_batch must be >= 1")
 
 
 # ============================================================================ API models
@@ -250,27 +251,23 @@ def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
                           description=(__doc__ or "").split("\n\n")[0], logger=logger)
     store: SessionStore = app.state.sessions
 
-    def lookup(sid: str) -> Session:
-        return lookup_session(store, sid)
-
     errors = ERROR_RESPONSES
 
-    add_health_route(app, lambda: {"max_sessions": settings.max_sessions,
-                                   "session_ttl": settings.session_ttl,
-                                   "max_password_chars": settings.max_password_chars,
-                                   "max_batch": settings.max_batch,
-                                   "max_body_bytes": settings.max_body_bytes})
+    add_health_route(app, lambda: {"max_password_chars": settings.max_password_chars,
+                                   "max_batch": settings.max_batch})
 
-    @app.post("/sessions", response_model=SessionResponse, responses=errors)
-    def create_session(req: Optional[CreateSessionRequest] = None) -> Any:
+    @app.post("/sessions", response_model=SessionResponse, responses=NEW_SESSION_RESPONSES)
+    def create_session(request: Request, req: Optional[CreateSessionRequest] = None) -> Any:
         """Start an episode (``reset``). No body: a random seed and the default config."""
         req = req or CreateSessionRequest()
-        config = GameConfig(max_steps=req.max_steps, num_rules=req.num_rules,
-                            reward=RewardConfig(**req.reward.model_dump()))
-        game = PasswordGame(config)
-        observation = game.reset(req.seed)  # builds the instance outside any lock
-        session = store.add(game)
-        return SafeJSONResponse({"session_id": session.id, "observation": observation})
+
+        def make() -> Any:
+            config = GameConfig(max_steps=req.max_steps, num_rules=req.num_rules,
+                                reward=RewardConfig(**req.reward.model_dump()))
+            game = PasswordGame(config)
+            return game, game.reset(req.seed)  # builds the instance outside any lock
+
+        return new_session(store, request, make)
 
     add_turn_routes(
         app, action_model=PasswordRequest, action_field="password", step_response=SubmitResponse,
@@ -285,8 +282,7 @@ def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
     @app.get("/sessions/{session_id}", response_model=SessionState, responses=errors)
     def get_state(session_id: str) -> Any:
         """The observation plus the instance's data and the last score (debugging)."""
-        session = lookup(session_id)
-        with session.lock:
+        with using_session(store, session_id) as session:
             state = session.game.state()
         return SafeJSONResponse(state)
 
@@ -351,9 +347,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     add_runtime_arguments(parser, defaults)
     args = parser.parse_args(argv)
     try:
-        settings = ServerSettings(max_sessions=args.max_sessions, session_ttl=args.session_ttl,
-                                  max_password_chars=args.max_password_chars,
-                                  max_batch=args.max_batch, max_body_bytes=args.max_body_bytes)
+        settings = ServerSettings(max_password_chars=args.max_password_chars,
+                                  max_batch=args.max_batch, **shared_settings(args))
     except ValueError as e:
         parser.error(str(e))
     serve(create_app(settings), args)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 
 from .chemistry import ATOMIC_NUMBER, atomic_sum, has_two_letter_symbol, roman_product
-from .instance import Instance
+from .instance_types import Instance
 from .richtext import format_solution, parse
 from .rules import (AFFIRMATIONS, CHICKEN, EGG, MONTHS, NUM_RULES, SPONSORS, WORM, check_rules,
                     digit_sum)

@@ -27,11 +27,13 @@ import httpx
 
 from ..common.client import (BaseEnvClient, EpisodeOverError, GameServerError,  # noqa: F401
                              InvalidRequestError, RequestTooLargeError, ServerUnavailableError,
-                             SessionNotFoundError, find_free_port, stop_server, wait_for_server)
+                             SessionBusyError, SessionNotFoundError, TooManySessionsError,
+                             find_free_port, stop_server, wait_for_server)
 from ..common.client import start_server as _start_server
 
 __all__ = ["EpisodeOverError", "InvalidRequestError", "RequestTooLargeError",
-           "ServerUnavailableError", "SessionNotFoundError", "WordleEnv", "WordleError",
+           "ServerUnavailableError", "SessionBusyError", "SessionNotFoundError",
+           "TooManySessionsError", "WordleEnv", "WordleError",
            "find_free_port", "start_server", "stop_server", "wait_for_server"]
 
 DEFAULT_URL = "http://127.0.0.1:8001"
@@ -52,9 +54,10 @@ class WordleEnv(BaseEnvClient):
     def __init__(self, base_url: str | None = None, *, timeout: float = 10.0,
                  max_guesses: int = 6, hard_mode: bool = False,
                  reward: dict[str, Any] | None = None, client: httpx.Client | None = None,
-                 retries: int = 3, backoff: float = 0.1) -> None:
+                 retries: int = 3, backoff: float = 0.1,
+                 client_token: str | None = None) -> None:
         super().__init__(base_url, timeout=timeout, client=client, retries=retries,
-                         backoff=backoff)
+                         backoff=backoff, client_token=client_token)
         self.max_guesses = max_guesses
         self.hard_mode = hard_mode
         self.reward = dict(reward) if reward else None

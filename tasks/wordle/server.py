@@ -4,9 +4,9 @@
 
 Responses are built by the game and sent as they are (the tests validate them against the
 response models). Interactive docs at ``/docs``; the schema at ``/openapi.json``. Built on the shared scaffolding in
-``tasks.common.server`` (strict request models, body-size limit, session store with idle expiry and
-LRU eviction, per-session locks, 4xx for every bad input, never a 5xx); this module adds only
-Wordle's endpoints:
+``tasks.common.server`` (strict request models, body limits and deadlines, session store with idle
+expiry, per-client quotas and 429 instead of evicting active games, one request at a time per
+session, 4xx for every bad input, never a 5xx); this module adds only Wordle's endpoints:
 
 ==============================  =============================================================
 ``GET /health``                 status, live sessions, version, limits
@@ -43,7 +43,7 @@ body larger than ``max_body_bytes``  413     before any parsing
 ===================================  ======  ==================================================
 
 Limits (``WordleServerSettings``, command-line flags): ``max_guess_chars`` 64, ``max_body_bytes``
-64 KiB, ``max_sessions`` 1024, ``session_ttl`` 3600 s.
+64 KiB, and the shared session, quota and transport limits of ``tasks.common.server``.
 """
 
 # No ``from __future__ import annotations``: FastAPI must see real annotations on the endpoints.
@@ -52,14 +52,14 @@ import logging
 from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from pydantic import BaseModel, Field
 
-from ..common.server import (ERROR_RESPONSES, BaseServerSettings, SafeJSONResponse, Seed,
-                             SessionStore, add_delete_session_route, add_health_route,
-                             add_runtime_arguments, add_session_arguments, add_turn_routes,
-                             create_base_app, http_error, lookup_session, serve, strict,
-                             text_type)
+from ..common.server import (ERROR_RESPONSES, NEW_SESSION_RESPONSES, BaseServerSettings,
+                             SafeJSONResponse, Seed, SessionStore, add_delete_session_route,
+                             add_health_route, add_runtime_arguments, add_session_arguments,
+                             add_turn_routes, create_base_app, http_error, new_session, serve,
+                             shared_settings, strict, text_type, using_session)
 from .game import (RewardConfig, WordleConfig, WordleGame, check_guess, make_instance,
                    normalize_guess)
 from .words import answer_index, emoji, is_ascii_lower, pattern_code, score_guess
@@ -216,13 +216,10 @@ def create_app(settings: Optional[WordleServerSettings] = None) -> FastAPI:
     store: SessionStore = app.state.sessions
     errors = ERROR_RESPONSES
 
-    add_health_route(app, lambda: {"max_sessions": settings.max_sessions,
-                                   "session_ttl": settings.session_ttl,
-                                   "max_guess_chars": settings.max_guess_chars,
-                                   "max_body_bytes": settings.max_body_bytes})
+    add_health_route(app, lambda: {"max_guess_chars": settings.max_guess_chars})
 
-    @app.post("/sessions", response_model=SessionResponse, responses=errors)
-    def create_session(req: Optional[CreateSessionRequest] = None) -> Any:
+    @app.post("/sessions", response_model=SessionResponse, responses=NEW_SESSION_RESPONSES)
+    def create_session(request: Request, req: Optional[CreateSessionRequest] = None) -> Any:
         """Start an episode (``reset``). No body: a random seed and the default config."""
         req = req or CreateSessionRequest()
         if req.answer is not None:
@@ -231,12 +228,14 @@ def create_app(settings: Optional[WordleServerSettings] = None) -> FastAPI:
             problem = _answer_problem(req.answer)
             if problem:
                 raise http_error(422, problem)
-        config = WordleConfig(max_guesses=req.max_guesses, hard_mode=req.hard_mode,
-                              reward=RewardConfig(**req.reward.model_dump()))
-        game = WordleGame(config)
-        observation = game.reset(req.seed, answer=req.answer)
-        session = store.add(game)
-        return SafeJSONResponse({"session_id": session.id, "observation": observation})
+
+        def make() -> Any:
+            config = WordleConfig(max_guesses=req.max_guesses, hard_mode=req.hard_mode,
+                                  reward=RewardConfig(**req.reward.model_dump()))
+            game = WordleGame(config)
+            return game, game.reset(req.seed, answer=req.answer)
+
+        return new_session(store, request, make)
 
     add_turn_routes(
         app, action_model=GuessRequest, action_field="guess", step_response=SubmitResponse,
@@ -250,8 +249,7 @@ def create_app(settings: Optional[WordleServerSettings] = None) -> FastAPI:
     @app.get("/sessions/{session_id}", response_model=SessionState, responses=errors)
     def get_state(session_id: str) -> Any:
         """The observation plus the answer and the reward so far (debugging)."""
-        session = lookup_session(store, session_id)
-        with session.lock:
+        with using_session(store, session_id) as session:
             state = session.game.state()
         return SafeJSONResponse(state)
 
@@ -305,10 +303,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     add_runtime_arguments(parser, defaults)
     args = parser.parse_args(argv)
     try:
-        settings = WordleServerSettings(max_sessions=args.max_sessions,
-                                        session_ttl=args.session_ttl,
-                                        max_guess_chars=args.max_guess_chars,
-                                        max_body_bytes=args.max_body_bytes)
+        settings = WordleServerSettings(max_guess_chars=args.max_guess_chars,
+                                        **shared_settings(args))
     except ValueError as e:
         parser.error(str(e))
     serve(create_app(settings), args)

@@ -1,0 +1,173 @@
+"""Socket-level limits of a real game server (uvicorn subprocesses on 127.0.0.1, each test bounded
+to seconds): slow request heads and bodies are cut off and their memory given back, connections
+over the cap get 503 at once (issue 13, item 7), and ``/health`` answers while dozens of submits
+hit one busy MCTS session (item 8). bench/server_faults.py measures the same faults at full size for docs/reliability.md.
+"""
+
+import os
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+
+from tasks.common.client import find_free_port, start_server, stop_server
+
+HOST = "127.0.0.1"
+
+
+@pytest.fixture()
+def password_server(request):
+    """A Password Game server with the flags given by ``@pytest.mark.flags(...)``."""
+    flags = request.node.get_closest_marker("flags").args
+    port = find_free_port()
+    proc = start_server("tasks.password_game.server", HOST, port, extra_args=flags, timeout=60)
+    yield port
+    stop_server(proc)
+
+
+def closed_within(sock: socket.socket, seconds: float) -> tuple[bool, bytes]:
+    """Read until the server closes the connection or ``seconds`` pass: (closed?, bytes read)."""
+    sock.settimeout(0.2)
+    data, deadline = b"", time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            return True, data
+        if not chunk:
+            return True, data
+        data += chunk
+    return False, data
+
+
+@pytest.mark.flags("--header-timeout", "1")
+def test_slow_request_heads_are_cut_off(password_server):
+    silent = socket.create_connection((HOST, password_server))
+    partial = socket.create_connection((HOST, password_server))
+    partial.sendall(b"POST /check HTTP/1.1\r\nHost: x\r\n")
+    trickle = socket.create_connection((HOST, password_server))
+    try:
+        t0 = time.monotonic()
+        for i in range(10):  # a header line every 0.3 s never completes the head in time
+            try:
+                trickle.sendall(b"X-Slow-%d: y\r\n" % i)
+            except (BrokenPipeError, ConnectionResetError):
+                break  # closed by the server
+            time.sleep(0.3)
+        for sock in (silent, partial, trickle):
+            closed, _ = closed_within(sock, 4)
+            assert closed, "the server kept a connection with an incomplete head open"
+        assert time.monotonic() - t0 < 6
+    finally:
+        for sock in (silent, partial, trickle):
+            sock.close()
+    assert httpx.get(f"http://{HOST}:{password_server}/health").status_code == 200
+
+
+@pytest.mark.flags("--body-timeout", "1")
+def test_slow_bodies_are_answered_408_and_closed(password_server):
+    sock = socket.create_connection((HOST, password_server))
+    try:
+        sock.sendall(b"POST /check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 5000000\r\n\r\n" + b" " * 100_000)
+        closed, data = closed_within(sock, 5)
+        assert data.startswith(b"HTTP/1.1 408"), data[:200]
+        assert b"body_timeout" in data and closed
+    finally:
+        sock.close()
+
+
+def rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"),
+                    reason="reads the server's resident size from /proc")
+def test_memory_of_cut_off_bodies_is_given_back():
+    port = find_free_port()
+    proc = start_server("tasks.password_game.server", HOST, port, timeout=60,
+                        extra_args=["--body-timeout", "2"])
+    socks = []
+    try:
+        httpx.get(f"http://{HOST}:{port}/health")
+        start = rss_mb(proc.pid)
+        for _ in range(16):  # 16 bodies of 4 MiB announced, all but 1 KiB sent, then silence
+            sock = socket.create_connection((HOST, port))
+            sock.sendall(b"POST /check HTTP/1.1\r\nHost: x\r\nContent-Length: 4194304\r\n\r\n")
+            sock.sendall(b" " * (4194304 - 1024))
+            socks.append(sock)
+        time.sleep(0.5)
+        held = rss_mb(proc.pid)
+        assert all(closed_within(sock, 5)[0] for sock in socks)
+        time.sleep(0.5)
+        after = rss_mb(proc.pid)
+        assert held - start > 40, (start, held)  # the bodies were buffered...
+        assert after - start < 10, (start, held, after)  # ...and their memory is back
+    finally:
+        for sock in socks:
+            sock.close()
+        stop_server(proc)
+
+
+@pytest.mark.flags("--max-connections", "4", "--body-timeout", "5")
+def test_connections_over_the_cap_get_503_at_once(password_server):
+    socks = []
+    try:
+        for _ in range(10):  # ten requests whose bodies never finish
+            sock = socket.create_connection((HOST, password_server))
+            sock.sendall(b"POST /check HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+            socks.append(sock)
+        answers = [closed_within(sock, 1.0) for sock in socks]
+        refused = [data for closed, data in answers if closed]
+        assert all(data.startswith(b"HTTP/1.1 503") for data in refused), refused
+        assert len(refused) >= 6, "more than max_connections requests were let in"
+    finally:
+        for sock in socks:
+            sock.close()
+    time.sleep(0.3)
+    assert httpx.get(f"http://{HOST}:{password_server}/health").status_code == 200
+
+
+@pytest.mark.timeout(120)
+def test_health_answers_while_45_submits_hit_one_busy_mcts_session():
+    pytest.importorskip("pyspiel")
+    port = find_free_port()
+    proc = start_server("tasks.openspiel.server", HOST, port, timeout=60)
+    base = f"http://{HOST}:{port}"
+    try:
+        with httpx.Client(base_url=base, timeout=60) as http:
+            r = http.post("/sessions", json={"game": "othello", "opponent": "mcts", "seed": 1,
+                                             "mcts_simulations": 400})
+            sid, move = r.json()["session_id"], r.json()["observation"]["legal_moves"][0]
+        codes, health = [], []
+
+        def submit():
+            with httpx.Client(base_url=base, timeout=120) as http:
+                codes.append(http.post(f"/sessions/{sid}/submit", json={"move": move})
+                             .status_code)
+
+        threads = [threading.Thread(target=submit) for _ in range(45)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        with httpx.Client(base_url=base, timeout=60) as http:
+            while any(t.is_alive() for t in threads) and time.monotonic() - t0 < 60:
+                t1 = time.monotonic()
+                assert http.get("/health").status_code == 200
+                health.append(time.monotonic() - t1)
+                time.sleep(0.05)
+        for t in threads:
+            t.join(60)
+        burst = time.monotonic() - t0
+        assert sorted(set(codes)) == [200, 409] and len(codes) == 45
+        assert max(health) < 1.0, f"/health waited {max(health):.2f} s behind game work"
+        assert burst < 15, f"45 submits took {burst:.1f} s: they queued"
+    finally:
+        stop_server(proc)
