@@ -29,6 +29,11 @@ class TrainConfig:
     dtype: Optional[str] = None  # "float32" | "bfloat16" | None (bf16 on CUDA, fp32 on CPU)
     attn_implementation: Optional[str] = None  # None: flash_attention_2 if installed, else sdpa
     gradient_checkpointing: bool = False  # trade compute for memory in the PPO forward/backward
+    # Train only the last N decoder layers (+ final norm and value head); the embeddings and the
+    # layers below are frozen. Their output is computed once per epoch, when scoring, and every
+    # update pass (and the reference's) runs only the top N: the fast path on CPU.
+    # None: every layer trains.
+    trainable_layers: Optional[int] = None
 
     # ------------------------------------------------------------------ task (the game)
     # "password_game" (the fields below), "wordle" or "openspiel" (gamerl/games.py). task_config
@@ -182,6 +187,10 @@ class TrainConfig:
         need(not self.load_in_4bit or self.lora, "load_in_4bit needs lora=True (4-bit weights "
              "cannot be trained directly)")
         need(self.lora_rank >= 1, "lora_rank >= 1")
+        need(self.trainable_layers is None or self.trainable_layers >= 1,
+             f"trainable_layers must be >= 1 or None (all), not {self.trainable_layers}")
+        need(not (self.trainable_layers and self.lora),
+             "trainable_layers and lora are two ways to train part of the model: choose one")
         need(1 <= self.num_rules <= 26, "num_rules must be in 1..26")
         need(self.max_steps >= 1 and self.epochs >= 0, "max_steps >= 1 and epochs >= 0")
         need(self.episodes_per_epoch >= 2, "episodes_per_epoch must be >= 2 (advantage whitening)")

@@ -27,8 +27,9 @@ section       key                         TrainConfig field
 model         model_name                  model (``tiny``, a hub id, a directory)
 model         use_4bit                    load_in_4bit (QLoRA: CUDA + bitsandbytes + LoRA)
 model         device, dtype,              device, dtype, attn_implementation,
-              attn_implementation,        gradient_checkpointing
-              gradient_checkpointing
+              attn_implementation,        gradient_checkpointing, trainable_layers
+              gradient_checkpointing,
+              trainable_layers
 lora          enabled                     lora
 lora          r                           lora_rank
 lora          lora_alpha, lora_dropout    lora_alpha, lora_dropout
@@ -111,7 +112,8 @@ DEFAULT_REPLAY_FRACTION = 0.3  # written for a disabled replay, so switching it 
 SECTIONS: dict[str, dict[str, str]] = {
     "model": {"model_name": "model", "use_4bit": "load_in_4bit", "device": "device",
               "dtype": "dtype", "attn_implementation": "attn_implementation",
-              "gradient_checkpointing": "gradient_checkpointing"},
+              "gradient_checkpointing": "gradient_checkpointing",
+              "trainable_layers": "trainable_layers"},
     "lora": {"enabled": "lora", "r": "lora_rank", "lora_alpha": "lora_alpha",
              "lora_dropout": "lora_dropout", "target_modules": "lora_target_modules"},
     "ppo": {"learning_rate": "lr", "value_head_lr": "value_head_lr",

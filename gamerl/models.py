@@ -508,6 +508,63 @@ def lm_head(lm: nn.Module) -> nn.Module:
     return unwrap_lm(lm).get_output_embeddings()
 
 
+# ----------------------------------------------------------------------------- top layers only
+
+
+def _trunk_view(trunk: nn.Module, layers: list[nn.Module], norm: bool) -> nn.Module:
+    """The same decoder (same modules, same weights) with only ``layers`` (and with or without
+    its final norm): its own forward (masks, RoPE, the layer loop) runs on what it is given, so
+    no layer code is ours. A shallow copy with its own module table; nothing is duplicated."""
+    view = copy.copy(trunk)
+    view._modules = dict(trunk._modules)
+    view.layers = nn.ModuleList(layers)
+    if not norm:
+        view.norm = nn.Identity()
+    return view
+
+
+@dataclass
+class SplitTrunk:
+    """A decoder cut in two: ``bottom`` (embeddings and the first layers, frozen) and ``top``
+    (the last ``n_top`` layers and the final norm, trained). The bottom's output for a batch
+    never changes during an epoch's updates, so the trainer runs it once, when scoring, keeps
+    it, and every update pass (and the reference's, whose bottom is the same frozen weights)
+    runs only the top: n_top / L of a full pass (``TrainConfig.trainable_layers``)."""
+
+    bottom: nn.Module
+    top: nn.Module
+    n_top: int
+
+    @classmethod
+    def of(cls, lm: nn.Module, n_top: int) -> "SplitTrunk":
+        trunk = lm_trunk(lm)
+        layers = list(trunk.layers)
+        if not 1 <= n_top <= len(layers):
+            raise ValueError(f"trainable_layers must be in 1..{len(layers)}, got {n_top}")
+        return cls(_trunk_view(trunk, layers[:-n_top], norm=False),
+                   _trunk_view(trunk, layers[-n_top:], norm=True), n_top)
+
+    def bottom_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.bottom(input_ids=input_ids, attention_mask=attention_mask,
+                           position_ids=positions_from_mask(attention_mask),
+                           use_cache=False).last_hidden_state
+
+    def top_states(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.top(inputs_embeds=states, attention_mask=attention_mask,
+                        position_ids=positions_from_mask(attention_mask),
+                        use_cache=False).last_hidden_state
+
+
+def freeze_below_top_layers(lm: nn.Module, n_top: int) -> int:
+    """Train only the last ``n_top`` decoder layers and the final norm (and an untied LM head):
+    the embeddings and every lower layer stop requiring grad. Returns the trainable count."""
+    trunk = lm_trunk(lm)
+    frozen = [trunk.embed_tokens, *list(trunk.layers)[:-n_top]]
+    for module in frozen:
+        module.requires_grad_(False)
+    return sum(p.numel() for p in {id(p): p for p in lm.parameters() if p.requires_grad}.values())
+
+
 class PolicyWithValue(nn.Module):
     """A causal LM and a value head sharing its trunk: one forward gives both logits and values.
 
@@ -592,6 +649,7 @@ __all__ = [
     "TinyConfig", "ValueHead", "build_tiny", "chat_prompt", "count_parameters",
     "default_attn_implementation", "default_device", "default_dtype", "default_tiny_dir",
     "ensure_tiny", "lm_head", "lm_trunk", "load_policy", "load_reference", "load_tokenizer",
+    "SplitTrunk", "freeze_below_top_layers",
     "positions_from_mask", "qwen3_0_6b_config", "resolve_model", "set_gradient_checkpointing",
     "train_tokenizer", "unwrap_lm",
 ]

@@ -55,8 +55,8 @@ from .evaluate import eval_instances, evaluate, format_table, local_env_factory,
 from .games import get_task
 from .curriculum import Curriculum
 from .lora import LoraSettings, adapter_disabled, apply_lora, is_peft, load_4bit, load_lora_policy
-from .models import (PolicyWithValue, lm_head, lm_trunk, load_policy, load_reference,
-                     positions_from_mask, unwrap_lm)
+from .models import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, lm_head, lm_trunk,
+                     load_policy, load_reference, positions_from_mask, unwrap_lm)
 from .replay import FailureReplay
 from .samples import episode_table
 from .scoring import Sampling, score_tokens
@@ -79,6 +79,7 @@ class PolicyPass:
     values: torch.Tensor  # [B, T] V(state before token t)
     entropy: Optional[torch.Tensor] = None  # [B, T] of the sampling distribution at t
     support: Optional[torch.Tensor] = None  # [N, V/8] packed supports (derive_support=True)
+    trunk_cache: Optional[torch.Tensor] = None  # [B, T, H] the frozen bottom's output (split)
 
 
 def _policy_positions(input_ids: torch.Tensor, mask: Optional[torch.Tensor],
@@ -97,7 +98,8 @@ def forward_policy(policy: PolicyWithValue, input_ids: torch.Tensor,
                    attention_mask: torch.Tensor, sampling: Sampling, *,
                    mask: Optional[torch.Tensor] = None, support: Optional[torch.Tensor] = None,
                    derive_support: bool = False, with_entropy: bool = False,
-                   entropy_grad: bool = False) -> PolicyPass:
+                   entropy_grad: bool = False,
+                   trunk_input: Optional[torch.Tensor] = None) -> PolicyPass:
     """Log-probs, values (and entropy) of every policy token, as the rollout sampled them.
 
     The trunk runs over the whole sequence; the LM head and the fp32 log-softmax only at the
@@ -105,38 +107,67 @@ def forward_policy(policy: PolicyWithValue, input_ids: torch.Tensor,
     under ``sampling``'s temperature and top-k/top-p support (``gamerl.scoring``): the old pass
     derives the supports (``derive_support``), the update passes them back (``support``, the
     ``[N, V/8]`` rows of exactly these positions, in row-major order). In multi-turn games most
-    tokens are prompt and feedback, so this skips most of the ``[B, T, vocab]`` logits."""
-    hidden = lm_trunk(policy.lm)(input_ids=input_ids, attention_mask=attention_mask,
-                                 position_ids=positions_from_mask(attention_mask),
-                                 use_cache=False).last_hidden_state
+    tokens are prompt and feedback, so this skips most of the ``[B, T, vocab]`` logits.
+
+    With ``policy.split`` (``trainable_layers``: only the top layers train) the frozen bottom's
+    output is returned as ``trunk_cache`` when it is computed here, and ``trunk_input`` (that
+    cache) skips the bottom entirely: the update passes run the top layers only."""
+    split: Optional[SplitTrunk] = getattr(policy, "split", None)
+    cache = None
+    if split is None:
+        hidden = lm_trunk(policy.lm)(input_ids=input_ids, attention_mask=attention_mask,
+                                     position_ids=positions_from_mask(attention_mask),
+                                     use_cache=False).last_hidden_state
+    else:
+        if trunk_input is None:
+            with torch.no_grad():  # frozen: no graph below the trained layers
+                trunk_input = cache = split.bottom_states(input_ids, attention_mask)
+        hidden = split.top_states(trunk_input, attention_mask)
     values = F.pad(policy.value_head(hidden)[:, :-1], (1, 0))  # V(state before token t)
     sel = _policy_positions(input_ids, mask, attention_mask)
     scores = score_tokens(hidden[:, :-1][sel], lm_head(policy.lm), input_ids[:, 1:][sel],
                           sampling, support=support, derive_support=derive_support,
                           with_entropy=with_entropy, entropy_grad=entropy_grad)
     entropy = _scatter(sel, scores.entropy) if with_entropy else None
-    return PolicyPass(_scatter(sel, scores.logprobs), values, entropy, scores.support)
+    return PolicyPass(_scatter(sel, scores.logprobs), values, entropy, scores.support, cache)
 
 
 @torch.no_grad()
 def reference_logprobs(ref_lm, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                        sampling: Sampling, mask: Optional[torch.Tensor] = None,
-                       support: Optional[torch.Tensor] = None) -> torch.Tensor:
+                       support: Optional[torch.Tensor] = None,
+                       trunk_input: Optional[torch.Tensor] = None,
+                       n_top: Optional[int] = None) -> torch.Tensor:
     """log pi_ref(token t) over the same supports as the policy's (0 off-mask).
 
     With LoRA the reference is the policy's own (peft) model with its adapters switched off:
-    the frozen base weights, with no second copy in memory."""
+    the frozen base weights, with no second copy in memory. With ``trunk_input`` (the policy's
+    frozen bottom output, which the reference shares) only the reference's top ``n_top``
+    layers run."""
     if is_peft(ref_lm):
         with adapter_disabled(ref_lm):
             return reference_logprobs(unwrap_lm(ref_lm), input_ids, attention_mask, sampling,
-                                      mask, support)
-    hidden = lm_trunk(ref_lm)(input_ids=input_ids, attention_mask=attention_mask,
-                              position_ids=positions_from_mask(attention_mask),
-                              use_cache=False).last_hidden_state[:, :-1]
+                                      mask, support, trunk_input, n_top)
+    if trunk_input is None:
+        hidden = lm_trunk(ref_lm)(input_ids=input_ids, attention_mask=attention_mask,
+                                  position_ids=positions_from_mask(attention_mask),
+                                  use_cache=False).last_hidden_state
+    else:
+        hidden = _split_of(ref_lm, n_top).top_states(trunk_input, attention_mask)
+    hidden = hidden[:, :-1]
     sel = _policy_positions(input_ids, mask, attention_mask)
     scores = score_tokens(hidden[sel], lm_head(ref_lm), input_ids[:, 1:][sel], sampling,
                           support=support)
     return _scatter(sel, scores.logprobs)
+
+
+def _split_of(lm, n_top: int) -> SplitTrunk:
+    """The reference's SplitTrunk, made once (views only: no weights are copied)."""
+    split = getattr(lm, "_gamerl_split", None)
+    if split is None or split.n_top != n_top:
+        split = SplitTrunk.of(lm, n_top)
+        lm._gamerl_split = split
+    return split
 
 
 # ----------------------------------------------------------------------------- the batch
@@ -161,6 +192,8 @@ class PPOBatch:
     # None when sampling does not truncate.
     support: Optional[torch.Tensor] = None
     support_index: Optional[torch.Tensor] = None
+    # [B, T, H] the frozen bottom layers' output (trainable_layers): updates start from it.
+    trunk_cache: Optional[torch.Tensor] = None
     rewards: Optional[torch.Tensor] = None  # token rewards used for GAE (scaled, - KL)
     advantages: Optional[torch.Tensor] = None
     returns: Optional[torch.Tensor] = None
@@ -179,6 +212,7 @@ class PPOBatch:
                  "ref_logprobs", "advantages", "returns")
         out: dict[str, Any] = {n: getattr(self, n)[idx, :width] for n in names}
         out["support"] = None
+        out["trunk_cache"] = None if self.trunk_cache is None else self.trunk_cache[idx, :width]
         if self.support is not None:
             index = self.support_index[idx, :width][:, 1:]
             out["support"] = self.support[index[out["mask"][:, 1:].bool()]]
@@ -196,7 +230,7 @@ def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
     t1 = time.time()
     tb: TokenBatch = episodes_to_batch(episodes, tokenizer.pad_token_id).to(policy.device)
     sampling = Sampling.from_config(cfg)
-    old_logprobs, old_values, ref_logprobs, supports = [], [], [], []
+    old_logprobs, old_values, ref_logprobs, supports, caches = [], [], [], [], []
     was_training = policy.training
     policy.eval()
     with torch.no_grad():
@@ -207,8 +241,11 @@ def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
             old_logprobs.append(old.logprobs)
             old_values.append(old.values)
             supports.append(old.support)
+            caches.append(old.trunk_cache)
             ref_logprobs.append(reference_logprobs(reference, ids, am, sampling, mask=m,
-                                                   support=old.support))
+                                                   support=old.support,
+                                                   trunk_input=old.trunk_cache,
+                                                   n_top=cfg.trainable_layers))
     policy.train(was_training)
     support = torch.cat(supports) if supports[0] is not None else None
     return PPOBatch(
@@ -217,6 +254,7 @@ def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
         old_logprobs=torch.cat(old_logprobs).float(), old_values=torch.cat(old_values).float(),
         ref_logprobs=torch.cat(ref_logprobs).float(), support=support,
         support_index=None if support is None else support_rows(tb.mask),
+        trunk_cache=torch.cat(caches) if caches[0] is not None else None,
         group_ids=group_ids(seeds).to(policy.device),
         rollout_seconds=t1 - t0, score_seconds=time.time() - t1, dtype=unwrap_lm(policy.lm).dtype)
 
@@ -342,7 +380,7 @@ def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch:
                 mb = batch.rows(rows[ms:ms + micro])
                 new = forward_policy(policy, mb["input_ids"], mb["attention_mask"], sampling,
                                      mask=mb["mask"], support=mb["support"], with_entropy=True,
-                                     entropy_grad=entropy_grad)
+                                     entropy_grad=entropy_grad, trunk_input=mb["trunk_cache"])
                 if not checks:  # the first micro-batch, before any optimizer step
                     checks = check_logprobs("first_ratio", new.logprobs.detach(),
                                             mb["old_logprobs"], mb["mask"], batch.dtype)
@@ -545,6 +583,9 @@ class Trainer:
                 if cfg.gradient_checkpointing:
                     self.policy.lm.gradient_checkpointing_enable(
                         gradient_checkpointing_kwargs={"use_reentrant": False})
+        if cfg.trainable_layers:  # the top layers train; the frozen bottom runs once an epoch
+            freeze_below_top_layers(self.policy.lm, cfg.trainable_layers)
+            self.policy.split = SplitTrunk.of(self.policy.lm, cfg.trainable_layers)
         self.optimizer = make_optimizer(self.policy, cfg)
         # What to play: the curriculum's stage (OpenSpiel) and replayed failures.
         self.curriculum = (Curriculum.from_dict(cfg.curriculum, cfg.curriculum_window)
