@@ -93,8 +93,10 @@ MULTI_TURN_NOTE = """\
   cannot render tool calls (supports_tool_calling), and parses calls only for the templates it
   knows (add_response_schema: Qwen2.5/3, Llama 3.1/3.2, GLM-4, gpt-oss, ...). SmolLM2-135M-
   Instruct's template and the tiny model's are neither. Swapping in a tool template would change
-  the prompts (no longer the same work), and a model that never writes a tool call plays one turn
-  only, so no multi-turn row is measured."""
+  the prompts (the tool schema joins the system prompt: no longer the same work), and a model
+  that never writes a tool call never plays the game at all: with TRL's Qwen3 template on the
+  tiny model it ran on CPU but made 0 tool calls, so every reward was 0 (docs/benchmarks.md).
+  So no multi-turn row is measured."""
 
 
 # ----------------------------------------------------------------------------- shared setup
