@@ -1,6 +1,6 @@
 """Peer benchmark: our trainer (gamerl, GRPO) against TRL's ``GRPOTrainer`` on the same work.
 
-    python bench/peer_bench.py                          # smollm2-135m, fp32, CPU (minutes)
+    python bench/peer_bench.py                          # smollm2-135m, fp32, CPU
     python bench/peer_bench.py --model tiny             # the embedded 0.26M model
     python bench/peer_bench.py --quick                  # a smoke run (tiny, 2 steps; tests/test_peer_bench.py)
     python bench/peer_bench.py --json bench/results/peer_bench_cpu.json
@@ -72,7 +72,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
