@@ -68,6 +68,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -360,8 +361,12 @@ def run_trl(args, turns: int) -> dict:
     try:
         trainer = TimedGRPOTrainer(**kwargs)
     except (ValueError, ImportError, NotImplementedError) as e:
+        shutil.rmtree(out_dir, ignore_errors=True)
         return {"error": f"GRPOTrainer(...) raised {type(e).__name__}: {e}"}
-    trainer.train()
+    try:
+        trainer.train()
+    finally:  # save_strategy="no": nothing of value is written there
+        shutil.rmtree(out_dir, ignore_errors=True)
     return {"records": [asdict(r) for r in records],
             "summary": summarize(records, args.warmup * cfg.ppo_epochs),
             "prompt_mismatches": trainer.prompt_mismatches,
