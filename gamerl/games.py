@@ -34,8 +34,9 @@ if TYPE_CHECKING:  # rollout imports this module; the types are only for readers
 Instance = Any  # an int seed, or a JSON-able dict with a "seed" key
 MakeEnv = Callable[..., Any]
 
-__all__ = ["TASKS", "Task", "extract_guess", "extract_move", "get_task", "instance_seed",
-           "openspiel_feedback", "wilson_interval", "wordle_feedback", "wordle_heldout_answers"]
+__all__ = ["METRIC_DESCRIPTIONS", "TASKS", "Task", "describe_metric", "extract_guess",
+           "extract_move", "get_task", "instance_seed", "openspiel_feedback",
+           "password_rule_labels", "wilson_interval", "wordle_feedback", "wordle_heldout_answers"]
 
 
 def instance_seed(instance: Instance) -> int:
@@ -462,6 +463,38 @@ def _openspiel_task() -> Task:
         headline=("win_rate", "illegal_rate"),
         reference_labels={"random": "random legal moves"},
     )
+
+
+# ----------------------------------------------------------------------------- describing numbers
+
+# What each evaluation number is, as an axis label says it (figures); the keys are those of
+# ``episode_metrics`` and the tasks' ``metrics``. A key not here is shown as its own name.
+METRIC_DESCRIPTIONS: dict[str, str] = {
+    "reward": "mean episode reward (game's reward, summed)",
+    "success_rate": "games won (fraction)",
+    "turns": "turns per game (mean)",
+    "rules_satisfied": "rules the last password satisfies (mean)",
+    "best_greens": "greens in the best guess (mean, of 5)",
+    "guesses_when_solved": "guesses per solved game (mean)",
+    "invalid_rate": "invalid guesses (fraction of turns)",
+    "repeat_rate": "repeated guesses (fraction of turns)",
+    "win_rate": "games won (fraction)",
+    "draw_rate": "games drawn (fraction)",
+    "loss_rate": "games lost (fraction)",
+    "illegal_rate": "illegal answers (fraction of turns)",
+}
+
+
+def describe_metric(key: str) -> str:
+    return METRIC_DESCRIPTIONS.get(key, key.replace("_", " "))
+
+
+def password_rule_labels(n: int) -> list[str]:
+    """``["1. 5+ characters", "2. a number", ...]`` for the first ``n`` rules: numbered from 1
+    as the game's text numbers them (``per_rule_pass_rate[i]`` is rule ``i + 1``)."""
+    from tasks.password_game.rules import NUM_RULES, rule_label
+
+    return [rule_label(i) if i < NUM_RULES else f"{i + 1}" for i in range(n)]
 
 
 # ----------------------------------------------------------------------------- registry
