@@ -288,7 +288,7 @@ def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = D
     return train_path, env_path
 
 
-# ----------------------------------------------------------------------------- each game's questions
+# ------------------------------------------------------------------------ each game's questions
 # (cfg, question, say, checked) -> cfg with the game's settings; ``question`` re-asks a bad answer.
 
 def _password_game_questions(cfg: TrainConfig, question, say, checked) -> TrainConfig:

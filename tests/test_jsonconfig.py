@@ -318,7 +318,8 @@ def test_password_game_env_holds_its_rules_and_reward(tmp_path):
 
 @pytest.mark.parametrize("task,key,value,match", [
     ("password_game", "num_rules", "six", r"num_rules: expected an integer"),
-    ("password_game", "reward", {"per_rule": 1}, r"reward: unknown key 'per_rule'.*reward_per_rule"),
+    ("password_game", "reward", {"per_rule": 1},
+     r"reward: unknown key 'per_rule'.*reward_per_rule"),
     ("password_game", "games", ["hex"], r"unknown key 'games'.*num_rules"),
     ("wordle", "max_guesses", 0, r"max_guesses must be an int in \[1, 100\]"),
     ("wordle", "reward", {"win_reward": -1}, r"reward.win_reward must be >= 0"),

@@ -46,8 +46,8 @@ CLIENT_TOKEN_ENV = "GAME_CLIENT_TOKEN"
 __all__ = [
     "BaseEnvClient", "CLIENT_TOKEN_ENV", "EpisodeOverError", "GameServerError",
     "InvalidRequestError", "PortInUseError", "RequestTooLargeError", "ServerUnavailableError",
-    "SessionBusyError", "SessionNotFoundError", "TooManySessionsError", "encode_json", "error_message",
-    "find_free_port", "start_server", "stop_server", "wait_for_server",
+    "SessionBusyError", "SessionNotFoundError", "TooManySessionsError", "encode_json",
+    "error_message", "find_free_port", "start_server", "stop_server", "wait_for_server",
 ]
 
 
