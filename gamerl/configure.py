@@ -1,18 +1,25 @@
 """``python -m gamerl configure``: a few questions, then config/train_config.json and
-config/env_config.json (gamerl/jsonconfig.py) for ``python -m gamerl train --config``.
+config/env_config.json (gamerl/jsonconfig.py, gamerl/envconfig.py) for
+``python -m gamerl train --config``, for any game: the Password Game, Wordle or OpenSpiel.
 
     python -m gamerl.configure                    # interactive; defaults in [brackets]
     python -m gamerl.configure --defaults         # no questions: the committed defaults
+    python -m gamerl.configure --task wordle --defaults --out my_run   # another game's defaults
     python -m gamerl.configure --out my_run --defaults --force
 
-Every answer is checked by building the TrainConfig with it (a bad answer is explained and the
-question asked again); existing files are only overwritten after a yes (``--force`` with
-``--defaults``). The defaults are the committed config/*.json: the embedded ``tiny`` model on
-the CPU with LoRA (rank 8), the default curriculum, failure replay 0.3 and the easy stage's
-games (``default_config()``; tests/test_jsonconfig.py checks they never drift apart).
+The first question is the game (``--task`` answers it). Then the model, LoRA, the game's own
+settings (Password Game: rules, turns, reward mode; Wordle: guesses, hard mode; OpenSpiel:
+games, opponent, curriculum), failure replay, how long, logging. Every answer is checked by
+building the TrainConfig with it (a bad answer is explained and the question asked again);
+existing files are only overwritten after a yes (``--force`` with ``--defaults``).
 
-For gamerl/cli.py: ``add_arguments(parser)`` adds ``--out``, ``--defaults`` and ``--force`` to
-a (sub)parser, and ``configure_main(args)`` takes that namespace or an argv list.
+Defaults per game (``default_config(model, task)``): the ``tiny`` preset for that game (for
+``password_game`` and ``wordle`` exactly the preset the docs measure). OpenSpiel's, the
+committed config/*.json, add LoRA (rank 8), the default curriculum, failure replay 0.3 and the
+easy stage's games (tests/test_jsonconfig.py checks they never drift apart).
+
+For gamerl/cli.py: ``add_arguments(parser)`` adds ``--out``, ``--task``, ``--defaults`` and
+``--force`` to a (sub)parser, and ``configure_main(args)`` takes that namespace or an argv list.
 """
 
 from __future__ import annotations
@@ -24,13 +31,15 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
 from .config import TrainConfig, get_config
-from .games import OPENSPIEL_DEFAULTS
+from .games import OPENSPIEL_DEFAULTS, TASKS
 from .jsonconfig import ENV_FILE, TRAIN_FILE, config_to_json, dumps, write_run_config
 
 Ask = Callable[[str], str]
 Say = Callable[[str], Any]
 
 DEFAULT_OUT = "config"
+DEFAULT_TASK = "openspiel"  # the committed config/*.json
+GAME_CHOICES = ("password_game", "wordle", "openspiel")
 MAX_ATTEMPTS = 20  # a scripted or broken input that keeps failing stops instead of looping
 QWEN = "Qwen/Qwen3-0.6B"
 YES, NO = ("y", "yes", "true", "1", "on"), ("n", "no", "false", "0", "off")
@@ -56,12 +65,28 @@ def _easy_games() -> list[str]:
     return list(default_stages()[0].games)
 
 
-def default_config(model: str = "tiny") -> TrainConfig:
-    """The wizard's defaults (and the committed config/*.json for ``tiny``): the preset for
-    ``model`` (``tiny``; anything else: ``qwen3-0.6b`` with that model) on task openspiel, with
-    LoRA (rank 8 for tiny, 16 otherwise; alpha 2 x rank), the default curriculum, failure replay
-    0.3 of 1000, 8 new tokens per move and the easy stage's games against the random bot."""
+def _wordle_env(max_guesses: int = 6, hard_mode: bool = False) -> dict:
+    """Wordle's task_config with every setting written out (so the file shows them)."""
+    from dataclasses import asdict
+
+    from tasks.wordle.game import RewardConfig
+
+    return {"max_guesses": max_guesses, "hard_mode": hard_mode, "reward": asdict(RewardConfig())}
+
+
+def default_config(model: str = "tiny", task: str = DEFAULT_TASK) -> TrainConfig:
+    """The wizard's defaults for ``task``: the preset for ``model`` (``tiny``; anything else:
+    ``qwen3-0.6b`` with that model). The Password Game: the preset as it is. Wordle: the preset
+    with its settings written out. OpenSpiel (the committed config/*.json for ``tiny``): LoRA
+    (rank 8 for tiny, 16 otherwise; alpha 2 x rank), the default curriculum, failure replay 0.3
+    of 1000, 8 new tokens per move and the easy stage's games against the random bot."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose from {', '.join(GAME_CHOICES)}")
     preset = "tiny" if model == "tiny" else "qwen3-0.6b"
+    if task == "password_game":
+        return get_config(preset, task=task).replace(model=model)
+    if task == "wordle":
+        return get_config(preset, task=task).replace(model=model, task_config=_wordle_env())
     rank = 8 if model == "tiny" else 16
     return get_config(preset, task="openspiel").replace(
         model=model, lora=True, lora_rank=rank, lora_alpha=2 * rank,
@@ -140,14 +165,15 @@ def _parse_model(answer: str) -> str:
 
 def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = DEFAULT_OUT,
                accept_defaults: bool = False, *, overwrite: Optional[bool] = None,
-               cuda: Optional[bool] = None) -> tuple[Path, Path]:
+               cuda: Optional[bool] = None, task: Optional[str] = None) -> tuple[Path, Path]:
     """Ask, validate, write ``out_dir/train_config.json`` and ``out_dir/env_config.json``.
 
     ``ask(prompt) -> answer`` (``input``; an empty answer takes the default in brackets) and
     ``say(text)`` (``print``) make it scriptable. ``accept_defaults``: no questions at all.
     ``overwrite``: None asks before replacing existing files that differ (refuses with
     ``accept_defaults``); True / False decide without asking. ``cuda``: None detects it
-    (``torch.cuda.is_available()``). Returns the two paths written.
+    (``torch.cuda.is_available()``). ``task``: the game (None: asked, default openspiel).
+    Returns the two paths written.
     """
     cuda = _cuda_available() if cuda is None else cuda
 
@@ -179,11 +205,14 @@ def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = D
         """``cfg`` with ``changes`` (TrainConfig validates them: ValueError re-asks)."""
         return cfg.replace(**changes)
 
-    say("gamerl configure: PPO on OpenSpiel games. Press Enter to take the [default].")
-    # -- model: picks the preset the rest starts from
+    say("gamerl configure: PPO on a text game. Press Enter to take the [default].")
+    # -- the game, then the model: together they pick the preset the rest starts from
+    if task is None:
+        task = question("Game: password_game (the Password Game), wordle, or openspiel (board "
+                        "and card games)", DEFAULT_TASK, _choice(GAME_CHOICES))
     model = question("Model: tiny (embedded, CPU, minutes), Qwen/Qwen3-0.6B (GPU) or a model "
                      "directory", "tiny", _parse_model)
-    cfg = default_config(model)
+    cfg = default_config(model, task)
     if model != "tiny":
         say(f"  starting from the {cfg.preset} preset (lr {cfg.lr:g}, no warm start, "
             "gradient checkpointing)")
@@ -205,30 +234,17 @@ def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = D
     # -- LoRA
     if not cfg.load_in_4bit:
         cfg = checked(cfg, lora=question("Train LoRA adapters (peft) instead of every weight?",
-                                         True, _yes_no))
+                                         cfg.lora, _yes_no))
     if cfg.lora:
         rank = question("LoRA rank", cfg.lora_rank, _int_at_least(1),
                         validate=lambda r: checked(cfg, lora_rank=r))
         cfg = checked(cfg, lora_rank=rank, lora_alpha=2 * rank)
-    # -- the environment
-    from tasks.openspiel.games import GAMES
-
-    say(f"  games: {', '.join(GAMES)}")
-    games = question("Games to play (comma-separated)", list(cfg.task_config["games"]),
-                     _parse_games)
-    opponent = question("Opponent: random or mcts", "random", _choice(("random", "mcts")))
-    sims = None
-    if opponent == "mcts":
-        sims = question("MCTS simulations per move", OPENSPIEL_DEFAULTS["mcts_simulations"],
-                        _int_at_least(1))
-    cfg = checked(cfg, task_config=_openspiel_env(games, opponent, sims))
-    # -- curriculum and replay
-    curriculum = question("Curriculum: easy -> medium -> hard stages, advancing on the win "
-                          "rate? (training then plays the stages' games; the games above are "
-                          "the held-out evaluation's)", True, _yes_no)
-    cfg = checked(cfg, curriculum="default" if curriculum else None)
+    # -- the game's own settings
+    cfg = {"password_game": _password_game_questions, "wordle": _wordle_questions,
+           "openspiel": _openspiel_questions}[task](cfg, question, say, checked)
+    # -- failure replay (every game: the task says how badly an episode went)
     replay = question("Failure replay: replay 30% of each epoch's games from recent "
-                      "failures?", True, _yes_no)
+                      "failures?", cfg.replay_fraction > 0, _yes_no)
     cfg = checked(cfg, replay_fraction=0.3 if replay else 0.0)
     # -- how long
     cfg = checked(cfg, epochs=question("Epochs", cfg.epochs, _int_at_least(0),
@@ -267,16 +283,64 @@ def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = D
         out = Path(other)
     train_path, env_path = write_run_config(cfg, out)
     say(f"wrote {train_path} and {env_path}")
-    command = ["python", "-m", "gamerl", "train", "--task", "openspiel", "--config",
-               str(train_path)]
+    command = ["python", "-m", "gamerl", "train", "--task", task, "--config", str(train_path)]
     say("run it with:\n  " + " ".join(shlex.quote(c) for c in command))
     return train_path, env_path
 
 
+# ------------------------------------------------------------------------ each game's questions
+# (cfg, question, say, checked) -> cfg with the game's settings; ``question`` re-asks a bad answer.
+
+def _password_game_questions(cfg: TrainConfig, question, say, checked) -> TrainConfig:
+    n = question("Rules to play: the first N of the 26 (the tiny model learns 6 in minutes)",
+                 cfg.num_rules, _int_at_least(1), validate=lambda n: checked(cfg, num_rules=n))
+    turns = question("Turns (passwords) per game", cfg.max_steps, _int_at_least(1))
+    mode = question("Reward mode: delta (a game returns its final score) or absolute (the "
+                    "seed's: every turn pays the score, which rewards stalling)",
+                    cfg.reward_mode, _choice(("delta", "absolute")))
+    return checked(cfg, num_rules=n, max_steps=turns, reward_mode=mode)
+
+
+def _wordle_questions(cfg: TrainConfig, question, say, checked) -> TrainConfig:
+    settings = cfg.task_config or _wordle_env()
+
+    def valid_guesses(n: int) -> None:
+        if n > 100:
+            raise ValueError(f"expected at most 100 guesses, got {n}")
+
+    guesses = question("Guesses per game", settings.get("max_guesses", 6), _int_at_least(1),
+                       validate=valid_guesses)
+    hard = question("Hard mode (every revealed hint must be used in later guesses)?",
+                    bool(settings.get("hard_mode", False)), _yes_no)
+    return checked(cfg, task_config={**_wordle_env(guesses, hard),
+                                     "reward": settings.get("reward", _wordle_env()["reward"])})
+
+
+def _openspiel_questions(cfg: TrainConfig, question, say, checked) -> TrainConfig:
+    from tasks.openspiel.games import GAMES
+
+    say(f"  games: {', '.join(GAMES)}")
+    games = question("Games to play (comma-separated)", list(cfg.task_config["games"]),
+                     _parse_games)
+    opponent = question("Opponent: random or mcts", "random", _choice(("random", "mcts")))
+    sims = None
+    if opponent == "mcts":
+        sims = question("MCTS simulations per move", OPENSPIEL_DEFAULTS["mcts_simulations"],
+                        _int_at_least(1))
+    cfg = checked(cfg, task_config=_openspiel_env(games, opponent, sims))
+    curriculum = question("Curriculum: easy -> medium -> hard stages, advancing on the win "
+                          "rate? (training then plays the stages' games; the games above are "
+                          "the held-out evaluation's)", True, _yes_no)
+    return checked(cfg, curriculum="default" if curriculum else None)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """``--out``, ``--defaults``, ``--force`` (for ``python -m gamerl configure``)."""
+    """``--out``, ``--task``, ``--defaults``, ``--force`` (for ``python -m gamerl configure``)."""
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"directory for {TRAIN_FILE} and {ENV_FILE} (default: config)")
+    parser.add_argument("--task", choices=GAME_CHOICES,
+                        help=f"the game (default: asked; with --defaults {DEFAULT_TASK}, the "
+                             "committed files)")
     parser.add_argument("--defaults", action="store_true",
                         help="ask nothing: write the defaults (the committed config/*.json)")
     parser.add_argument("--force", action="store_true",
@@ -294,7 +358,8 @@ def configure_main(args: Union[argparse.Namespace, Sequence[str], None] = None) 
         args = parser.parse_args(list(args) if args is not None else None)
     try:
         run_wizard(out_dir=args.out, accept_defaults=args.defaults,
-                   overwrite=True if args.force else None)
+                   overwrite=True if args.force else None,
+                   task=getattr(args, "task", None) or (DEFAULT_TASK if args.defaults else None))
     except WizardCancelled as e:
         print(e.code)
         return 1

@@ -1,5 +1,7 @@
 """Evaluation on held-out games: the policy and the task's reference agents (for the Password
-Game the solver, an upper bound, and random strings, the floor).
+Game the solver, which satisfies every rule, and random strings, the floor). The solver is not
+an upper bound on reward: its long password pays the length penalty, so a trained policy that
+holds every rule with a shorter password earns more.
 
 All of them play through the same ``rollout`` and are scored by the same ``episode_metrics``:
 
@@ -87,27 +89,45 @@ def evaluate_scripted(fn: Callable[[Episode], str], tokenizer, seeds: Sequence[A
 
 def reference_rows(tokenizer, seeds: Sequence[Any], cfg,
                    make_env: Optional[Callable[..., Any]] = None) -> dict[str, dict[str, Any]]:
-    """The task's reference agents on the same instances: the Password Game's solver (upper
-    bound) and random strings (floor); Wordle's entropy solver and random answer words;
-    OpenSpiel's random legal moves."""
-    return {name: evaluate_scripted(fn, tokenizer, seeds, cfg, make_env)
-            for name, fn in get_task(cfg.task).reference_agents(cfg).items()}
+    """The task's reference agents on the same instances, keyed by their short names (the
+    Password Game's ``solver`` and ``random``; Wordle's ``solver`` and ``random``; OpenSpiel's
+    ``random``). Each row also holds ``label``, what the row is (``Task.reference_labels``:
+    "solver (all rules)", "random strings (floor)"), which tables and figures print."""
+    task = get_task(cfg.task)
+    return {name: {"label": task.reference_labels.get(name, name),
+                   **evaluate_scripted(fn, tokenizer, seeds, cfg, make_env)}
+            for name, fn in task.reference_agents(cfg).items()}
+
+
+def column_label(key: str) -> str:
+    """A metric key as a column or axis name: ``rules_satisfied`` -> ``rules satisfied``."""
+    return key.replace("_", " ")
 
 
 def format_table(rows: dict[str, dict[str, Any]], extra: Sequence[str] = ("rules_satisfied",)) -> str:
-    """A plain-text table: one row per policy; ``extra`` are task columns (``Task.headline``)
-    shown when a row has them."""
+    """A plain-text table: one row per policy (named by its ``label`` when it has one, else by
+    its key); ``extra`` are task columns (``Task.headline``) shown when a row has them. Column
+    names are printed in full and each column is as wide as its name or its numbers."""
     extra = [k for k in extra if any(k in r for r in rows.values())]
-    head = (f"{'policy':<12} {'reward':>8} " + "".join(f"{k[:14]:>15}" for k in extra)
-            + f" {'success':>8} {'turns':>6} {'episodes':>9}")
-    lines = [head, "-" * len(head)]
-    for name, r in rows.items():
-        cells = "".join(f"{r[k]:>15.2f}" if isinstance(r.get(k), (int, float)) else f"{'-':>15}"
-                        for k in extra)
-        lines.append(f"{name:<12} {r['reward']:>8.2f} {cells} {r['success_rate']:>8.1%} "
-                     f"{r['turns']:>6.2f} {r['episodes']:>9d}")
-    return "\n".join(lines)
+    names = {key: str(r.get("label", key)) for key, r in rows.items()}
+    columns = [("reward", lambda r: f"{r['reward']:.2f}")]
+    columns += [(column_label(k), lambda r, k=k: f"{r[k]:.2f}"
+                 if isinstance(r.get(k), (int, float)) else "-") for k in extra]
+    columns += [("success", lambda r: f"{r['success_rate']:.1%}"),
+                ("turns", lambda r: f"{r['turns']:.2f}"),
+                ("episodes", lambda r: f"{r['episodes']:d}")]
+    cells = {key: [cell(r) for _, cell in columns] for key, r in rows.items()}
+    name_width = max([len("policy"), *map(len, names.values())])
+    widths = [max([len(title), *(len(c[i]) for c in cells.values())])
+              for i, (title, _) in enumerate(columns)]
+
+    def line(first: str, values: Sequence[str]) -> str:
+        return "  ".join([first.ljust(name_width), *(v.rjust(w) for v, w in zip(values, widths))])
+
+    head = line("policy", [title for title, _ in columns])
+    return "\n".join([head, "-" * len(head), *(line(names[k], cells[k]) for k in rows)])
 
 
-__all__ = ["episode_metrics", "eval_instances", "evaluate", "evaluate_scripted", "format_table",
-           "http_env_factory", "local_env_factory", "reference_rows", "solver_answer"]
+__all__ = ["column_label", "episode_metrics", "eval_instances", "evaluate", "evaluate_scripted",
+           "format_table", "http_env_factory", "local_env_factory", "reference_rows",
+           "solver_answer"]

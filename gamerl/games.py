@@ -14,7 +14,8 @@ game (``tasks.password_game``, ``tasks.wordle``, ``tasks.openspiel``):
   (the game's own evaluation columns beside reward and success), ``badness(episode)`` in [0, 1]
   (the failure replay's priority);
 * **helpers**: ``demo(cfg, rng)`` answers for the warm start (format, not skill), and
-  ``reference_agents(cfg)`` (the solver / random rows of an evaluation table).
+  ``reference_agents(cfg)`` (the solver / random rows of an evaluation table, keyed by short
+  names) with ``reference_labels`` (what each row is, as tables and figures print it).
 
 ``get_task(name)`` returns the task; ``TASKS`` lists them.
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:  # rollout imports this module; the types are only for readers
@@ -33,8 +34,9 @@ if TYPE_CHECKING:  # rollout imports this module; the types are only for readers
 Instance = Any  # an int seed, or a JSON-able dict with a "seed" key
 MakeEnv = Callable[..., Any]
 
-__all__ = ["TASKS", "Task", "extract_guess", "extract_move", "get_task", "instance_seed",
-           "openspiel_feedback", "wilson_interval", "wordle_feedback", "wordle_heldout_answers"]
+__all__ = ["METRIC_DESCRIPTIONS", "TASKS", "Task", "describe_metric", "extract_guess",
+           "extract_move", "get_task", "instance_seed", "openspiel_feedback",
+           "password_rule_labels", "wilson_interval", "wordle_feedback", "wordle_heldout_answers"]
 
 
 def instance_seed(instance: Instance) -> int:
@@ -59,6 +61,10 @@ class Task:
     reference_agents: Callable[[Any], dict[str, Callable[["Episode"], str]]]
     max_turns: Callable[[Any], int]  # cfg -> turns per episode
     headline: tuple[str, ...] = ()  # metric keys shown in progress bars and tables
+    # reference agent name -> what its row is. Named for what the row bounds, not "upper bound":
+    # the Password Game's solver satisfies every rule but its long password pays the length
+    # penalty, so a trained policy can out-earn it.
+    reference_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- shared helpers
@@ -155,6 +161,7 @@ def _password_task() -> Task:
         reference_agents=lambda cfg: {"solver": password_solver_answer, "random": random_answer(cfg)},
         max_turns=lambda cfg: cfg.max_steps,
         headline=("rules_satisfied",),
+        reference_labels={"solver": "solver (all rules)", "random": "random strings (floor)"},
     )
 
 
@@ -302,6 +309,10 @@ def _wordle_task() -> Task:
         reference_agents=reference_agents,
         max_turns=lambda cfg: wordle_config(cfg).max_guesses,
         headline=("best_greens",),
+        # The entropy solver wins every held-out game in 3.5 guesses on average; a policy that
+        # finds words in fewer guesses could out-earn it, so it is not called a bound.
+        reference_labels={"solver": "entropy solver (wins every game)",
+                          "random": "random answer words"},
     )
 
 
@@ -450,7 +461,40 @@ def _openspiel_task() -> Task:
         turn_stats=turn_stats, metrics=metrics, badness=badness, demo=demo,
         reference_agents=reference_agents, max_turns=lambda cfg: cfg.max_steps,
         headline=("win_rate", "illegal_rate"),
+        reference_labels={"random": "random legal moves"},
     )
+
+
+# ----------------------------------------------------------------------------- describing numbers
+
+# What each evaluation number is, as an axis label says it (figures); the keys are those of
+# ``episode_metrics`` and the tasks' ``metrics``. A key not here is shown as its own name.
+METRIC_DESCRIPTIONS: dict[str, str] = {
+    "reward": "mean episode reward (game's reward, summed)",
+    "success_rate": "games won (fraction)",
+    "turns": "turns per game (mean)",
+    "rules_satisfied": "rules the last password satisfies (mean)",
+    "best_greens": "greens in the best guess (mean, of 5)",
+    "guesses_when_solved": "guesses per solved game (mean)",
+    "invalid_rate": "invalid guesses (fraction of turns)",
+    "repeat_rate": "repeated guesses (fraction of turns)",
+    "win_rate": "games won (fraction)",
+    "draw_rate": "games drawn (fraction)",
+    "loss_rate": "games lost (fraction)",
+    "illegal_rate": "illegal answers (fraction of turns)",
+}
+
+
+def describe_metric(key: str) -> str:
+    return METRIC_DESCRIPTIONS.get(key, key.replace("_", " "))
+
+
+def password_rule_labels(n: int) -> list[str]:
+    """``["1. 5+ characters", "2. a number", ...]`` for the first ``n`` rules: numbered from 1
+    as the game's text numbers them (``per_rule_pass_rate[i]`` is rule ``i + 1``)."""
+    from tasks.password_game.rules import NUM_RULES, rule_label
+
+    return [rule_label(i) if i < NUM_RULES else f"{i + 1}" for i in range(n)]
 
 
 # ----------------------------------------------------------------------------- registry

@@ -1,8 +1,8 @@
 """A run as two JSON files, in the seed guide's shape: ``train_config.json`` (the trainer, in
-sections) and ``env_config.json`` (the OpenSpiel environment).
+sections) and ``env_config.json`` (the game and its settings: gamerl/envconfig.py).
 
     python -m gamerl configure                        # the wizard writes config/*.json
-    python -m gamerl train --task openspiel --config config/train_config.json
+    python -m gamerl train --config config/train_config.json        # + config/env_config.json
 
     cfg, env_url = load_run_config("config/train_config.json")      # + config/env_config.json
     train, env = config_to_json(cfg, env_url)                          # the inverse
@@ -10,10 +10,10 @@ sections) and ``env_config.json`` (the OpenSpiel environment).
 
 Every key maps to one ``TrainConfig`` field (gamerl/config.py says what each does). A key may be
 left out: its field keeps the base config's value (the file's ``preset``, default ``tiny``, for
-task ``openspiel``; or the ``base`` argument). An unknown key or section, or a value of the wrong
-type, is an error naming the file, the key and the known keys: nothing is silently ignored.
-JSON has no comments, so every object (the top level, each section, ``reward``) may hold a
-``"_comment"`` (a string or a list of strings), which is ignored.
+env_config.json's ``task``, default ``openspiel``; or the ``base`` argument). An unknown key or
+section, or a value of the wrong type, is an error naming the file, the key and the known keys:
+nothing is silently ignored. JSON has no comments, so every object (the top level, each section,
+``reward``) may hold a ``"_comment"`` (a string or a list of strings), which is ignored.
 
 train_config.json
 =================
@@ -60,51 +60,25 @@ logging       wandb_mode, wandb_project,  the field of the same name (wandb_mode
               progress                    "disabled": tensorboard + JSONL log instead)
 ============  ==========================  ==============================================
 
-Not in the file (they keep the base's values): ``task`` and ``task_config`` (from
-env_config.json), and the Password Game's own fields (num_rules, reward_per_rule,
-length_penalty, episode_bonus, bonus_min_rules, reward_mode, warmstart_extra_prob).
-
-env_config.json
-===============
-
-===================  ==========================================================
-key                  meaning
-===================  ==========================================================
-execution            ``local_openspiel`` (in-process games) or ``http`` (a server
-                     started with ``python -m tasks.openspiel.server``)
-base_url             the server's URL; used (and required) with ``http`` only:
-                     ``load_run_config`` returns it as its second value
-games, opponent, model_seat, mcts_simulations, mcts_uct_c, mcts_rollouts,
-illegal_move_policy, max_illegal_retries, reward
-                     TrainConfig.task_config (exactly these keys:
-                     ``gamerl.games.OPENSPIEL_ENV_KEYS``; tasks/openspiel/README.md)
-===================  ==========================================================
-
-A present env_config.json makes the task ``openspiel``. With the curriculum on, training plays
-the current stage's games and opponent; ``games`` and ``opponent`` are then what the held-out
-evaluation plays (and what training plays without a curriculum).
+Not in the file: ``task`` and ``task_config``, and the Password Game's num_rules,
+reward_per_rule, length_penalty, episode_bonus, bonus_min_rules and reward_mode (all from
+env_config.json: gamerl/envconfig.py says which keys each game has), and warmstart_extra_prob
+(the base's value).
 """
 
 from __future__ import annotations
 
-import ast
 import json
-import math
 import os
 import tempfile
-from dataclasses import fields
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 from .config import PRESETS, TrainConfig, get_config
-from .games import OPENSPIEL_ENV_KEYS
-
-PathLike = Union[str, "os.PathLike[str]"]
+from .envconfig import ENV_FILE, LEGACY_TASK, env_to_json, read_env
+from .jsonchecks import COMMENT, PathLike, check_keys, field_value, read_json
 
 TRAIN_FILE = "train_config.json"
-ENV_FILE = "env_config.json"
-COMMENT = "_comment"
-EXECUTIONS = ("local_openspiel", "http")
 DEFAULT_REPLAY_FRACTION = 0.3  # written for a disabled replay, so switching it on just works
 
 # section -> {json key: TrainConfig field}; the special keys (curriculum.enabled/stages,
@@ -148,15 +122,9 @@ TOP_LEVEL: dict[str, str] = {"preset": "preset", "output_dir": "out_dir"}
 NOT_IN_TRAIN_FILE = ("task", "task_config", "curriculum", "replay_fraction", "num_rules",
                      "reward_per_rule", "length_penalty", "episode_bonus", "bonus_min_rules",
                      "reward_mode", "warmstart_extra_prob")
-ENV_ONLY_KEYS = ("execution", "base_url")
-REWARD_KEYS = ("scale", "illegal_move_penalty", "legal_move_bonus")
 
-TRAIN_COMMENTS: dict[str, Any] = {
-    "": ["gamerl run configuration (gamerl/jsonconfig.py maps every key to a TrainConfig "
-         "field; gamerl/config.py documents them). Written by `python -m gamerl configure`.",
-         "Run: python -m gamerl train --task openspiel --config config/train_config.json "
-         "(env_config.json next to it holds the games).",
-         "Keys left out keep the preset's values; unknown keys are errors."],
+# The comments that say the same for every game; train_comments(task) adds the game's own.
+_COMMON_COMMENTS: dict[str, Any] = {
     "model": ["model_name: 'tiny' (the embedded model: CPU, minutes), a hub id or a directory.",
               "On a GPU with Qwen3-0.6B: \"preset\": \"qwen3-0.6b\", model_name "
               "\"Qwen/Qwen3-0.6B\", use_4bit true (QLoRA: needs CUDA, bitsandbytes and "
@@ -168,117 +136,62 @@ TRAIN_COMMENTS: dict[str, Any] = {
             "attention and MLP projection.",
     "ppo": "learning_rate -> lr, batch_size -> minibatch_size (episodes per optimizer step); "
            "the rest are TrainConfig's PPO fields under their own names.",
-    "generation": "Per turn: an OpenSpiel move is a few tokens (max_new_tokens 8).",
-    "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games per "
-                "game; max_steps caps the turns of an episode (illegal-move retries included).",
-    "curriculum": "easy -> medium -> hard (gamerl/curriculum.py) when stages is null; or a "
-                  "list of {\"name\", \"games\", \"opponent\", \"threshold\"}. A stage ends "
-                  "when the success rate over the last `window` episodes reaches its threshold.",
     "replay": "Failure replay: `fraction` of each epoch's games are replayed from the "
               "`capacity` most recent failures (fraction is used only when enabled).",
     "logging": "wandb_mode offline | online | disabled (disabled: a local tensorboard + JSONL "
                "log instead).",
 }
-ENV_COMMENT = ["OpenSpiel environment (tasks/openspiel/README.md). execution: local_openspiel "
-               "(in-process) or http (then base_url, a server from `python -m "
-               "tasks.openspiel.server`).",
-               "opponent random | mcts; model_seat 0 | 1 | random; illegal_move_policy retry | "
-               "random | loss. With the curriculum on, training plays the stage's games and "
-               "opponent, and these games and opponent are the held-out evaluation's."]
+_GAME_COMMENTS: dict[str, dict[str, Any]] = {
+    "openspiel": {
+        "generation": "Per turn: an OpenSpiel move is a few tokens (max_new_tokens 8).",
+        "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
+                    "per game; max_steps caps the turns of an episode (illegal-move retries "
+                    "included).",
+        "curriculum": "easy -> medium -> hard (gamerl/curriculum.py) when stages is null; or a "
+                      "list of {\"name\", \"games\", \"opponent\", \"threshold\"}. A stage "
+                      "ends when the success rate over the last `window` episodes reaches its "
+                      "threshold."},
+    "wordle": {
+        "generation": "Per turn: one guess, a 5-letter word of a few tokens (max_new_tokens 8).",
+        "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
+                    "(answers training never draws). Turns per game: env_config.json's "
+                    "max_guesses (max_steps is not used by Wordle).",
+        "curriculum": "OpenSpiel only: keep enabled false for Wordle."},
+    "password_game": {
+        "generation": "Per turn: one password (the tiny preset's are 5-12 tokens; "
+                      "max_new_tokens 24 leaves room for mistakes).",
+        "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
+                    "(seeds from eval_seed_start, disjoint from the training seeds); max_steps: "
+                    "turns (passwords) per game.",
+        "curriculum": "OpenSpiel only: keep enabled false for the Password Game."},
+}
+
+
+def train_comments(task: str) -> dict[str, Any]:
+    """The "_comment" of each section of train_config.json (key "" for the top level)."""
+    games = {"openspiel": "the games", "wordle": "Wordle's settings",
+             "password_game": "the Password Game's rules and reward"}
+    top = ["gamerl run configuration (gamerl/jsonconfig.py maps every key to a TrainConfig "
+           "field; gamerl/config.py documents them). Written by `python -m gamerl configure`.",
+           f"Run: python -m gamerl train --task {task} --config config/train_config.json "
+           f"(env_config.json next to it holds {games[task]}).",
+           "Keys left out keep the preset's values; unknown keys are errors."]
+    return {"": top, **_COMMON_COMMENTS, **_GAME_COMMENTS[task]}
+
 
 __all__ = ["ENV_FILE", "SECTIONS", "TRAIN_FILE", "config_to_json", "dumps", "load_run_config",
-           "read_json", "write_run_config"]
+           "read_json", "train_comments", "write_run_config"]
 
 
 # ----------------------------------------------------------------------------- reading
 
-def read_json(path: PathLike) -> dict:
-    """A JSON object from ``path``; errors name the file (and the line of a syntax error)."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such file") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
-                         " (JSON has no comments: use a \"_comment\" key)") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object at the top level, got "
-                         f"{type(data).__name__}")
-    return data
-
-
-_FIELD_TYPES = {f.name: str(f.type) for f in fields(TrainConfig)}
-
-
-def _describe(kind: str) -> str:
-    if kind.startswith("Optional["):
-        return _describe(kind[len("Optional["):-1]) + " or null"
-    if kind.startswith("Literal["):
-        return "one of " + ", ".join(repr(c) for c in _literal_choices(kind))
-    return {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
-            "list": "a list of strings", "dict": "an object", "object": "a value"}.get(kind, kind)
-
-
-def _literal_choices(kind: str) -> tuple:
-    return tuple(ast.literal_eval("(" + kind[len("Literal["):-1] + ",)"))
-
-
-def _coerce(value: Any, kind: str) -> Any:
-    """``value`` checked against a TrainConfig annotation (a string); ints become floats for
-    float fields. Raises ValueError with what was expected."""
-    if kind.startswith("Optional["):
-        return None if value is None else _coerce(value, kind[len("Optional["):-1])
-    ok = True
-    if kind == "bool":
-        ok = isinstance(value, bool)
-    elif kind == "int":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif kind == "float":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
-            and math.isfinite(value)
-        value = float(value) if ok else value
-    elif kind == "str":
-        ok = isinstance(value, str)
-    elif kind.startswith("Literal["):
-        ok = isinstance(value, str) and value in _literal_choices(kind)
-    elif kind == "list":
-        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
-    elif kind == "dict":
-        ok = isinstance(value, dict)
-    if not ok:
-        raise ValueError(f"expected {_describe(kind)}, got {json.dumps(value)}")
-    return value
-
-
-def _check_keys(obj: dict, known, where: str) -> None:
-    unknown = [k for k in obj if k != COMMENT and k not in known]
-    if unknown:
-        raise ValueError(f"{where}: unknown key {unknown[0]!r}"
-                         + (f" (and {unknown[1:]})" if len(unknown) > 1 else "")
-                         + f"; known keys: {', '.join(known)} (and \"{COMMENT}\")")
-    comment = obj.get(COMMENT)
-    if comment is not None and not (isinstance(comment, str) or (
-            isinstance(comment, list) and all(isinstance(c, str) for c in comment))):
-        raise ValueError(f"{where}: \"{COMMENT}\" must be a string or a list of strings")
-
-
-def _field_value(value: Any, field: str, where: str) -> Any:
-    try:
-        return _coerce(value, _FIELD_TYPES[field])
-    except ValueError as e:
-        raise ValueError(f"{where}: {e}") from None
-
-
 def _train_values(data: dict, path: Path, base: TrainConfig) -> dict[str, Any]:
     """TrainConfig fields from a train_config.json object (only the keys present)."""
-    _check_keys(data, [*TOP_LEVEL, *SECTIONS], str(path))
+    check_keys(data, [*TOP_LEVEL, *SECTIONS], str(path))
     out: dict[str, Any] = {}
     for key, field in TOP_LEVEL.items():
         if key in data:
-            out[field] = _field_value(data[key], field, f"{path}: {key}")
+            out[field] = field_value(data[key], field, f"{path}: {key}")
     for section, mapping in SECTIONS.items():
         if section not in data:
             continue
@@ -286,10 +199,10 @@ def _train_values(data: dict, path: Path, base: TrainConfig) -> dict[str, Any]:
         if not isinstance(obj, dict):
             raise ValueError(f"{path}: section {section!r} must be an object, got "
                              f"{json.dumps(obj)}")
-        _check_keys(obj, [*SPECIAL_KEYS.get(section, ()), *mapping], f"{path}: {section}")
+        check_keys(obj, [*SPECIAL_KEYS.get(section, ()), *mapping], f"{path}: {section}")
         for key, field in mapping.items():
             if key in obj:
-                out[field] = _field_value(obj[key], field, f"{path}: {section}.{key}")
+                out[field] = field_value(obj[key], field, f"{path}: {section}.{key}")
     if isinstance(data.get("curriculum"), dict):
         out.update(_curriculum_value(data["curriculum"], path, base))
     if isinstance(data.get("replay"), dict):
@@ -328,7 +241,7 @@ def _replay_value(sec: dict, path: Path, base: TrainConfig) -> dict[str, Any]:
     where = f"{path}: replay"
     fraction = base.replay_fraction or DEFAULT_REPLAY_FRACTION
     if "fraction" in sec:
-        fraction = _field_value(sec["fraction"], "replay_fraction", f"{where}.fraction")
+        fraction = field_value(sec["fraction"], "replay_fraction", f"{where}.fraction")
         if not 0.0 <= fraction < 1.0:
             raise ValueError(f"{where}.fraction: must be in [0, 1), got {fraction}")
     enabled = sec.get("enabled", base.replay_fraction > 0 or ("fraction" in sec and fraction > 0))
@@ -340,77 +253,6 @@ def _replay_value(sec: dict, path: Path, base: TrainConfig) -> dict[str, Any]:
     return {"replay_fraction": fraction if enabled else 0.0}
 
 
-def _env_values(data: dict, path: Path) -> tuple[dict, Optional[str]]:
-    """(task_config, env_url) from an env_config.json object."""
-    where = str(path)
-    _check_keys(data, [*ENV_ONLY_KEYS, *OPENSPIEL_ENV_KEYS], where)
-    execution = data.get("execution", "local_openspiel")
-    if execution not in EXECUTIONS:
-        raise ValueError(f"{where}: execution: expected one of {', '.join(EXECUTIONS)}, got "
-                         f"{json.dumps(execution)}")
-    url = data.get("base_url")
-    if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
-        raise ValueError(f"{where}: base_url: expected an http:// or https:// URL, got "
-                         f"{json.dumps(url)}")
-    if execution == "http" and url is None:
-        raise ValueError(f"{where}: execution \"http\" needs a base_url (the server's URL, e.g. "
-                         "\"http://127.0.0.1:8002\" for `python -m tasks.openspiel.server "
-                         "--port 8002`)")
-    settings = {k: data[k] for k in OPENSPIEL_ENV_KEYS if k in data}
-    _check_env_settings(settings, where)
-    if "reward" in settings:
-        settings["reward"] = {k: v for k, v in settings["reward"].items() if k != COMMENT}
-    return settings, (url if execution == "http" else None)
-
-
-def _check_env_settings(s: dict, where: str) -> None:
-    from tasks.openspiel.games import GAMES
-
-    from .curriculum import OPPONENTS
-
-    def bad(key: str, expected: str) -> ValueError:
-        return ValueError(f"{where}: {key}: expected {expected}, got {json.dumps(s[key])}")
-
-    def is_int(v: Any, low: int) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and v >= low
-
-    if "games" in s:
-        games = [s["games"]] if isinstance(s["games"], str) else s["games"]
-        if not isinstance(games, list) or not games or not all(isinstance(g, str) for g in games):
-            raise bad("games", "a non-empty list of game names")
-        unknown = [g for g in games if g not in GAMES]
-        if unknown:
-            raise ValueError(f"{where}: games: unknown game {unknown[0]!r}; supported games: "
-                             + ", ".join(GAMES))
-    if "opponent" in s and s["opponent"] not in OPPONENTS:
-        raise bad("opponent", " or ".join(repr(o) for o in OPPONENTS))
-    if "model_seat" in s and (s["model_seat"] not in (0, 1, "random")
-                              or isinstance(s["model_seat"], bool)):
-        raise bad("model_seat", "0, 1 or \"random\"")
-    for key, low in (("mcts_simulations", 1), ("mcts_rollouts", 1), ("max_illegal_retries", 0)):
-        if key in s and not is_int(s[key], low):
-            raise bad(key, f"an integer >= {low}")
-    if "mcts_uct_c" in s and not (isinstance(s["mcts_uct_c"], (int, float))
-                                  and not isinstance(s["mcts_uct_c"], bool)
-                                  and math.isfinite(s["mcts_uct_c"]) and s["mcts_uct_c"] >= 0):
-        raise bad("mcts_uct_c", "a number >= 0")
-    if "illegal_move_policy" in s and s["illegal_move_policy"] not in ("retry", "random", "loss"):
-        raise bad("illegal_move_policy", "\"retry\", \"random\" or \"loss\"")
-    if "reward" in s:
-        reward = s["reward"]
-        if not isinstance(reward, dict):
-            raise bad("reward", "an object {" + ", ".join(REWARD_KEYS) + "}")
-        _check_keys(reward, REWARD_KEYS, f"{where}: reward")
-        for key in REWARD_KEYS:
-            v = reward.get(key, 0.0)
-            if v is None and key == "scale":
-                continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"{where}: reward.{key}: expected a number"
-                                 + (" or null (the game's own scale)" if key == "scale" else "")
-                                 + f", got {json.dumps(v)}")
-
-
 def load_run_config(train_path: PathLike, env_path: Optional[PathLike] = None, *,
                     base: Optional[TrainConfig] = None,
                     overrides: Optional[dict[str, Any]] = None,
@@ -419,7 +261,9 @@ def load_run_config(train_path: PathLike, env_path: Optional[PathLike] = None, *
 
     ``env_path`` defaults to ``env_config.json`` next to ``train_path`` if there is one (no env
     file: the base's task and task_config stay). ``base`` supplies every key the files leave
-    out; default: ``get_config(<the file's "preset" or "tiny">, task="openspiel")``.
+    out; default: ``get_config(<the file's "preset" or "tiny">, task=<env_config.json's task,
+    default "openspiel">)``. A ``base`` made for another task than the env file's is replaced by
+    its preset for that task (``--preset tiny`` means the tiny preset of the configured game).
     ``overrides`` (TrainConfig field names, e.g. from ``--set``) are applied last. ``env_url``
     is the server URL when env_config.json says ``"execution": "http"``, else None.
     """
@@ -432,16 +276,20 @@ def load_run_config(train_path: PathLike, env_path: Optional[PathLike] = None, *
     if preset is not None and preset not in PRESETS:
         raise ValueError(f"{train_path}: preset: expected one of {', '.join(PRESETS)} or null, "
                          f"got {json.dumps(preset)}")
-    if base is None:
-        base = get_config(preset or "tiny", task="openspiel")
-    values = _train_values(train, train_path, base)
-    env_url = None
-    sources = str(train_path)
+    env, sources = None, str(train_path)
     if env_path is not None:
         env_path = Path(env_path)
-        task_config, env_url = _env_values(read_json(env_path), env_path)
-        values.update(task="openspiel", task_config=task_config)
+        env = read_env(read_json(env_path), env_path)
         sources += f" + {env_path}"
+    task = env.task if env is not None else (base.task if base is not None else LEGACY_TASK)
+    if base is None or base.task != task:
+        base = get_config((base.preset if base is not None else None) or preset or "tiny",
+                          task=task)
+    values = _train_values(train, train_path, base)
+    env_url = None
+    if env is not None:
+        values.update(env.values)
+        env_url = env.url
     try:
         cfg = base.replace(**values)
     except (ValueError, TypeError) as e:
@@ -474,13 +322,11 @@ def _curriculum_json(cfg: TrainConfig) -> tuple[bool, Optional[list], int]:
 def config_to_json(cfg: TrainConfig, env_url: Optional[str] = None) -> tuple[dict, dict]:
     """``(train_config.json object, env_config.json object)`` for ``cfg``: the inverse of
     ``load_run_config`` (every mapped field written, with "_comment"s). ``env_url`` set: the env
-    file says ``"execution": "http"`` with that ``base_url``. Needs task ``openspiel``."""
-    if cfg.task != "openspiel":
-        raise ValueError(f"config_to_json: env_config.json describes OpenSpiel games; this "
-                         f"config's task is {cfg.task!r}")
+    file says ``"execution": "http"`` with that ``base_url``."""
+    comments = train_comments(cfg.task)
 
     def section(name: str) -> dict:
-        out: dict[str, Any] = {COMMENT: TRAIN_COMMENTS[name]} if name in TRAIN_COMMENTS else {}
+        out: dict[str, Any] = {COMMENT: comments[name]} if name in comments else {}
         if name == "curriculum":
             enabled, stages, window = _curriculum_json(cfg)
             return {**out, "enabled": enabled, "stages": stages, "window": window}
@@ -492,19 +338,11 @@ def config_to_json(cfg: TrainConfig, env_url: Optional[str] = None) -> tuple[dic
         out.update({key: _jsonable(getattr(cfg, field)) for key, field in SECTIONS[name].items()})
         return out
 
-    train: dict[str, Any] = {COMMENT: TRAIN_COMMENTS[""], "preset": cfg.preset,
+    train: dict[str, Any] = {COMMENT: comments[""], "preset": cfg.preset,
                              "output_dir": cfg.out_dir}
     for name in SECTIONS:
         train[name] = section(name)
-    env: dict[str, Any] = {COMMENT: ENV_COMMENT,
-                           "execution": "http" if env_url else "local_openspiel"}
-    if env_url:
-        env["base_url"] = env_url
-    task_config = dict(cfg.task_config or {})
-    for key in [*OPENSPIEL_ENV_KEYS, *sorted(set(task_config) - set(OPENSPIEL_ENV_KEYS))]:
-        if key in task_config:
-            env[key] = _jsonable(task_config[key])
-    return train, env
+    return train, env_to_json(cfg, env_url)
 
 
 def _jsonable(value: Any) -> Any:

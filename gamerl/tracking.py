@@ -1,12 +1,12 @@
-"""Logging: local JSONL always, wandb when available (offline by default), else tensorboard;
-matplotlib figures.
+"""Logging: local JSONL always, wandb when available (offline by default), else tensorboard.
+The figures made from these files are gamerl/figures.py's (``save_figures``, re-exported here).
 
 Files in the run directory:
     metrics.jsonl    one JSON object per line: {"kind": "epoch" | "eval", "epoch": ..., ...}
     episodes.jsonl   one line per training episode: {"epoch": ..., "seed": ..., "reward": ...}
     wandb/           the wandb run (offline mode: sync later with `wandb sync <dir>`)
     tensorboard/     event files when wandb is off (`tensorboard --logdir <run_dir>/tensorboard`)
-    *.png            figures (save_figures)
+    *.png            figures (gamerl/figures.py: save_figures)
 
 wandb is optional: if it cannot be imported, or ``wandb.init`` fails, the tracker says so once
 and keeps writing the JSONL files, which are the source of truth (figures and summaries are made
@@ -23,6 +23,8 @@ import math
 import os
 from pathlib import Path
 from typing import Any, Iterable, Optional
+
+from .figures import save_figures  # noqa: F401  (the trainer imports it from here)
 
 log = logging.getLogger("gamerl")
 
@@ -164,80 +166,6 @@ class Tracker:
         if self.tb_writer is not None:
             self.tb_writer.close()  # flushes the pending events
             self.tb_writer = None
-
-
-# ----------------------------------------------------------------------------- figures
-
-
-def save_figures(run_dir: str | Path, history: list[dict[str, Any]],
-                 baseline: Optional[dict[str, Any]] = None,
-                 final: Optional[dict[str, Any]] = None,
-                 headline: str = "rules_satisfied") -> list[Path]:
-    """PNG figures from the epoch records (metrics.jsonl) and the baseline/final evaluations:
-    training_curves.png (reward and the task's ``headline`` metric per epoch: rules satisfied
-    for the Password Game), success_rate.png, and (Password Game) rule_pass_rates.png (per-rule
-    pass rate, baseline vs trained, held-out games)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display needed; safe in tests and on servers
-    import matplotlib.pyplot as plt
-
-    run_dir = Path(run_dir)
-    epochs = [r for r in history if r.get("kind") == "epoch"]
-    xs = [r["epoch"] for r in epochs]
-    out: list[Path] = []
-
-    def eval_lines(ax, key: str) -> None:
-        for label, res, style in (("baseline (held-out)", baseline, ":"),
-                                  ("final (held-out)", final, "--")):
-            if res is not None and key in res:
-                ax.axhline(res[key], linestyle=style, color="gray" if style == ":" else "black",
-                           label=label)
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for ax, key, title in ((axes[0], "reward", "mean episode reward"),
-                           (axes[1], headline, headline.replace("_", " "))):
-        ax.plot(xs, [r.get(f"rollout/{key}") for r in epochs], marker="o", ms=3, label="training")
-        eval_lines(ax, key)
-        ax.set_xlabel("epoch")
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    out.append(run_dir / "training_curves.png")
-    fig.savefig(out[-1], dpi=100)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    ax.plot(xs, [r.get("rollout/success_rate") for r in epochs], marker="o", ms=3, label="training")
-    eval_lines(ax, "success_rate")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("epoch")
-    ax.set_title("success rate")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    out.append(run_dir / "success_rate.png")
-    fig.savefig(out[-1], dpi=100)
-    plt.close(fig)
-
-    if baseline is not None and final is not None and "per_rule_pass_rate" in final:
-        base, fin = baseline["per_rule_pass_rate"], final["per_rule_pass_rate"]
-        n = len(base)
-        idx = list(range(n))
-        fig, ax = plt.subplots(figsize=(max(5, 0.45 * n + 2), 3.6))
-        ax.bar([i - 0.2 for i in idx], base, width=0.4, label="baseline")
-        ax.bar([i + 0.2 for i in idx], fin, width=0.4, label="trained")
-        ax.set_xticks(idx, [str(i + 1) for i in idx])
-        ax.set_xlabel("rule")
-        ax.set_ylim(0, 1.05)
-        ax.set_title("per-rule pass rate (held-out games)")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        out.append(run_dir / "rule_pass_rates.png")
-        fig.savefig(out[-1], dpi=100)
-        plt.close(fig)
-    return out
 
 
 __all__ = ["EPISODES_JSONL", "METRICS_JSONL", "TENSORBOARD_DIR", "Tracker", "read_jsonl",

@@ -65,7 +65,7 @@ def test_sections_and_comments():
     assert all("_comment" in train[s] for s in SECTIONS)
     assert "Qwen/Qwen3-0.6B" in " ".join(train["model"]["_comment"])
     assert "use_4bit" in " ".join(train["model"]["_comment"])
-    assert env["execution"] == "local_openspiel"
+    assert env["task"] == "openspiel" and env["execution"] == "local_openspiel"
 
 
 # ----------------------------------------------------------------------------- errors
@@ -207,6 +207,7 @@ class Script:
 def test_wizard_scripted(tmp_path):
     said: list[str] = []
     ask = Script([
+        "",                               # game [openspiel]
         "",                               # model [tiny]
         "yes", "4",                       # LoRA, rank 4
         "tic_tac_toe, chess",             # a bad game: re-asked
@@ -225,7 +226,8 @@ def test_wizard_scripted(tmp_path):
     assert any("no CUDA GPU" in s for s in said)
     assert any("--config" in s and str(train_path) in s for s in said)
     assert [p for p in ask.prompts if p.startswith("Games")].__len__() == 2
-    assert ask.prompts[0].startswith("Model") and "[tiny]" in ask.prompts[0]
+    assert ask.prompts[0].startswith("Game") and "[openspiel]" in ask.prompts[0]
+    assert ask.prompts[1].startswith("Model") and "[tiny]" in ask.prompts[1]
     cfg, url = load_run_config(train_path)
     assert url is None and env_path == train_path.parent / "env_config.json"
     assert cfg.task_config["games"] == ["connect_four", "hex"]
@@ -237,7 +239,7 @@ def test_wizard_scripted(tmp_path):
 
 
 def test_wizard_gpu_4bit_and_qwen(tmp_path):
-    ask = Script(["Qwen/Qwen3-0.6B", "yes", "", "", "", "", "", "", "", "", ""])
+    ask = Script(["openspiel", "Qwen/Qwen3-0.6B", "yes", "", "", "", "", "", "", "", "", ""])
     train_path, _ = run_wizard(ask=ask, say=lambda s: None, out_dir=tmp_path, cuda=True)
     cfg, _ = load_run_config(train_path)
     assert cfg.model == "Qwen/Qwen3-0.6B" and cfg.preset == "qwen3-0.6b"
@@ -249,17 +251,17 @@ def test_wizard_confirms_overwrite(tmp_path):
     shutil.copy(TRAIN, tmp_path / "train_config.json")
     (tmp_path / "env_config.json").write_text("{}\n")
     # decline, then no other directory: nothing written
-    ask = Script([""] * 11 + ["no", ""])
+    ask = Script([""] * 12 + ["no", ""])
     with pytest.raises(WizardCancelled):
         run_wizard(ask=ask, say=lambda s: None, out_dir=tmp_path, cuda=False)
     assert "Overwrite?" in ask.prompts[-2] and "env_config.json" in ask.prompts[-2]
     assert (tmp_path / "env_config.json").read_text() == "{}\n"
     # decline, write elsewhere
-    ask = Script([""] * 11 + ["n", str(tmp_path / "other")])
+    ask = Script([""] * 12 + ["n", str(tmp_path / "other")])
     train_path, _ = run_wizard(ask=ask, say=lambda s: None, out_dir=tmp_path, cuda=False)
     assert train_path == tmp_path / "other" / "train_config.json"
     # accept
-    ask = Script([""] * 11 + ["y"])
+    ask = Script([""] * 12 + ["y"])
     run_wizard(ask=ask, say=lambda s: None, out_dir=tmp_path, cuda=False)
     assert (tmp_path / "env_config.json").read_text() == ENV.read_text()
 
@@ -281,3 +283,129 @@ def test_defaults_match_committed_files(tmp_path, capsys, monkeypatch):
     assert configure_main(args) == 0
     assert (tmp_path / "env_config.json").read_text() == ENV.read_text()
     assert dumps(config_to_json(default_config())[0]) == TRAIN.read_text()
+
+
+# ----------------------------------------------------------------------------- every game
+
+GAMES = ("password_game", "wordle", "openspiel")
+
+
+@pytest.mark.parametrize("task", GAMES)
+def test_defaults_of_every_game_round_trip(tmp_path, task):
+    cfg = default_config("tiny", task)
+    assert cfg.task == task
+    train_path, env_path = write_run_config(cfg, tmp_path)
+    env = json.loads(env_path.read_text())
+    assert env["task"] == task and env["execution"] == f"local_{task}"
+    assert load_run_config(train_path) == (cfg, None)
+    # and over HTTP
+    url = "http://127.0.0.1:9000"
+    train_path, env_path = write_run_config(cfg, tmp_path / "http", url)
+    assert load_run_config(train_path) == (cfg, url)
+
+
+def test_password_game_env_holds_its_rules_and_reward(tmp_path):
+    cfg = default_config("tiny", "password_game").replace(num_rules=9, length_penalty=0.02,
+                                                          reward_mode="absolute")
+    _, env = config_to_json(cfg)
+    assert env["num_rules"] == 9
+    assert env["reward"] == {"reward_per_rule": 1.0, "length_penalty": 0.02,
+                             "episode_bonus": 10.0, "bonus_min_rules": 5, "mode": "absolute"}
+    train, _ = config_to_json(cfg)
+    assert "--task password_game" in " ".join(train["_comment"])
+    assert "OpenSpiel" not in train["generation"]["_comment"]
+
+
+@pytest.mark.parametrize("task,key,value,match", [
+    ("password_game", "num_rules", "six", r"num_rules: expected an integer"),
+    ("password_game", "reward", {"per_rule": 1},
+     r"reward: unknown key 'per_rule'.*reward_per_rule"),
+    ("password_game", "games", ["hex"], r"unknown key 'games'.*num_rules"),
+    ("wordle", "max_guesses", 0, r"max_guesses must be an int in \[1, 100\]"),
+    ("wordle", "reward", {"win_reward": -1}, r"reward.win_reward must be >= 0"),
+    ("wordle", "execution", "local_openspiel", r"execution: expected one of local_wordle, http"),
+    ("openspiel", "task", "chess", r"task: expected one of password_game, wordle, openspiel"),
+])
+def test_bad_env_values_of_every_game(tmp_path, task, key, value, match):
+    train, env = config_to_json(default_config("tiny", task))
+    env[key] = value
+    with pytest.raises(ValueError, match=match):
+        load_run_config(_write(tmp_path, train, env))
+
+
+def test_env_without_task_is_openspiel_and_preset_follows_the_env_task(tmp_path):
+    train, env = _committed()
+    del env["task"]  # a file written before every game could be configured
+    assert load_run_config(_write(tmp_path, train, env))[0] == default_config()
+    # `train --preset tiny --config ...` builds the openspiel base; a Wordle env file makes it
+    # the tiny preset of Wordle (keys the file leaves out come from there)
+    _, env = config_to_json(default_config("tiny", "wordle"))
+    path = _write(tmp_path, {"training": {"epochs": 2}}, env)
+    cfg, _ = load_run_config(path, base=get_config("tiny", task="openspiel"))
+    assert cfg == get_config("tiny", task="wordle").replace(epochs=2,
+                                                           task_config=env_task_config(env))
+
+
+def env_task_config(env: dict) -> dict:
+    return {k: v for k, v in env.items() if k not in ("_comment", "task", "execution")}
+
+
+def test_wizard_password_game(tmp_path):
+    said: list[str] = []
+    ask = Script([
+        "password_game",                  # game
+        "",                               # model [tiny]
+        "",                               # LoRA [no]: the preset trains every weight
+        "30", "5",                        # rules: 30 (> 26) re-asked, then 5
+        "4",                              # turns per game
+        "absolute",                       # reward mode
+        "",                               # replay [no]
+        "2", "",                          # epochs, episodes per epoch [32]
+        "disabled", "",                   # wandb, run directory [auto]
+    ])
+    train_path, _ = run_wizard(ask=ask, say=said.append, out_dir=tmp_path, cuda=False)
+    assert not ask.answers
+    assert any("num_rules must be in 1..26" in s for s in said)
+    assert any("--task password_game --config" in s for s in said)
+    cfg, _ = load_run_config(train_path)
+    assert cfg == default_config("tiny", "password_game").replace(
+        num_rules=5, max_steps=4, reward_mode="absolute", epochs=2, wandb_mode="disabled")
+
+
+def test_wizard_wordle(tmp_path):
+    ask = Script(["wordle", "", "yes", "4", "7", "yes", "yes", "", "", "", ""])
+    train_path, _ = run_wizard(ask=ask, say=lambda s: None, out_dir=tmp_path, cuda=False)
+    assert not ask.answers
+    cfg, _ = load_run_config(train_path)
+    assert cfg.task == "wordle" and cfg.lora and cfg.lora_rank == 4
+    assert cfg.task_config["max_guesses"] == 7 and cfg.task_config["hard_mode"] is True
+    assert cfg.replay_fraction == 0.3
+
+
+@pytest.mark.parametrize("task", GAMES)
+def test_defaults_for_a_game_with_task_flag(tmp_path, capsys, monkeypatch, task):
+    import gamerl.configure
+
+    monkeypatch.setattr(gamerl.configure, "_cuda_available", lambda: False)
+    assert configure_main(["--out", str(tmp_path), "--defaults", "--task", task]) == 0
+    assert f"python -m gamerl train --task {task} --config" in capsys.readouterr().out
+    assert load_run_config(tmp_path / "train_config.json")[0] == default_config("tiny", task)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", GAMES)
+def test_configured_files_train_every_game(tmp_path, tiny_dir, monkeypatch, task):
+    """What `configure` writes, `train --config` runs (one short epoch, no warm start)."""
+    import gamerl.configure
+    from conftest import run_gamerl
+
+    monkeypatch.setattr(gamerl.configure, "_cuda_available", lambda: False)
+    assert configure_main(["--out", str(tmp_path / "cfg"), "--defaults", "--task", task]) == 0
+    res = run_gamerl("train", "--config", str(tmp_path / "cfg" / "train_config.json"),
+                     "--out", str(tmp_path / "run"), "--epochs", "1", "--episodes-per-epoch",
+                     "2", "--eval-episodes", "2", "--wandb-mode", "disabled", "--no-progress",
+                     "--set", "warmstart=false", "--set", "max_new_tokens=4",
+                     "--set", "minibatch_size=2", "--set", "ppo_epochs=1")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["config"]["task"] == task and summary["epochs"] == 1

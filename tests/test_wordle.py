@@ -338,7 +338,7 @@ def test_opening_is_the_max_entropy_first_guess():
 
 
 def test_solver_wins_every_answer_within_six():
-    """All 2,309 answers (about 1.5 s cold): the upper bound used in evaluation."""
+    """All 2,309 answers (about 1.5 s cold): the reference row of evaluation."""
     solver = default_solver()
     lengths = []
     for answer in answers():

@@ -10,6 +10,9 @@
   for the request in flight).
 * ``tasks.common.transport``: the body middleware (size, deadline, UTF-8) and ``serve`` (uvicorn
   with a connection cap and a request-head deadline).
+* ``tasks.common.ports``: bind a server's port before anything else, and ``PortInUseError``
+  (one line that says what to do) when another server holds it.
+* ``tasks.common.terminal``: reading a player's moves in the games' ``play`` commands.
 * ``tasks.common.client``: the HTTP client base (error classes, retries) and
   ``find_free_port`` / ``wait_for_server`` / ``start_server`` / ``stop_server``.
 

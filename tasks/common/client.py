@@ -36,6 +36,7 @@ from typing import Any, Iterable
 
 import httpx
 
+from .ports import PortInUseError, check_port_free
 from .protocol import GameOver
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
@@ -44,9 +45,9 @@ CLIENT_TOKEN_ENV = "GAME_CLIENT_TOKEN"
 
 __all__ = [
     "BaseEnvClient", "CLIENT_TOKEN_ENV", "EpisodeOverError", "GameServerError",
-    "InvalidRequestError", "RequestTooLargeError", "ServerUnavailableError", "SessionBusyError",
-    "SessionNotFoundError", "TooManySessionsError", "encode_json", "error_message",
-    "find_free_port", "start_server", "stop_server", "wait_for_server",
+    "InvalidRequestError", "PortInUseError", "RequestTooLargeError", "ServerUnavailableError",
+    "SessionBusyError", "SessionNotFoundError", "TooManySessionsError", "encode_json",
+    "error_message", "find_free_port", "start_server", "stop_server", "wait_for_server",
 ]
 
 
@@ -298,7 +299,12 @@ def start_server(module: str, host: str = "127.0.0.1", port: int = 8000, *,
                  timeout: float = 30.0, log_prefix: str | None = None) -> subprocess.Popen:
     """Start ``python -m <module>`` (a game's server) as a subprocess and (by default) wait until
     ``/health`` answers. Its output goes to a temporary log file (``proc.log_path``), whose tail is
-    shown if it fails to start. Stop it with :func:`stop_server`."""
+    shown if it fails to start. Stop it with :func:`stop_server`.
+
+    Raises :class:`~tasks.common.ports.PortInUseError` without starting anything when a server
+    already listens on ``host:port``: otherwise that server would answer ``/health`` and the
+    caller would play against it, believing it had started its own."""
+    check_port_free(host, port)
     cmd = [sys.executable, "-m", module, "--host", host, "--port", str(port),
            "--log-level", log_level]
     if max_sessions is not None:

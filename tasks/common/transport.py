@@ -28,10 +28,13 @@ import ctypes
 import ctypes.util
 import json
 import logging
+import sys
 from typing import Any, Callable, Optional
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .ports import PortInUseError, bind_listening_sockets
 
 logger = logging.getLogger("tasks.common.transport")
 
@@ -205,10 +208,19 @@ def guarded_protocol(header_timeout: float) -> type:
 
 def serve(app: Any, args: argparse.Namespace) -> None:
     """Run ``app`` with uvicorn on ``args.host:args.port``, with the limits of its settings
-    (``app.state.settings``: ``max_connections``, ``header_timeout``)."""
+    (``app.state.settings``: ``max_connections``, ``header_timeout``).
+
+    The port is bound first (:func:`~tasks.common.ports.bind_listening_sockets`) and the bound
+    sockets handed to uvicorn: a used port ends the process with one line on stderr and exit
+    code 2, before any "Application startup complete" could suggest the server is up."""
     import uvicorn
 
     settings = app.state.settings
+    try:
+        sockets = bind_listening_sockets(args.host, args.port)
+    except PortInUseError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     logging.basicConfig(level=args.log_level.upper() if args.log_level != "trace" else "DEBUG")
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_level=args.log_level,
@@ -217,4 +229,12 @@ def serve(app: Any, args: argparse.Namespace) -> None:
         limit_concurrency=settings.max_connections,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
         h11_max_incomplete_event_size=MAX_HEAD_BYTES)
-    uvicorn.Server(config).run()
+    # uvicorn says where it listens only when it binds the port itself.
+    url_host = f"[{args.host}]" if ":" in args.host else args.host
+    logger.info("serving on http://%s:%d (Ctrl+C to quit)", url_host,
+                sockets[0].getsockname()[1])
+    try:
+        uvicorn.Server(config).run(sockets=sockets)
+    finally:
+        for sock in sockets:
+            sock.close()

@@ -12,6 +12,7 @@ import json
 import sys
 
 from ..common.protocol import seed_argument
+from ..common.terminal import ask_nonempty
 from .games import GAMES, list_games
 
 
@@ -46,9 +47,8 @@ def cmd_play(args: argparse.Namespace) -> int:
     print(obs["text"])
     done = False
     while not done:
-        try:
-            line = input("\nmove> ")
-        except EOFError:
+        line = ask_nonempty("\nmove> ")
+        if line is None:
             print()
             break
         if line.strip() == ":quit":

@@ -1,5 +1,7 @@
 """Command line: check a password, print a solution, play in the terminal, or run a demo episode.
 
+Rules are numbered 1..26 here, as in the game's text and on neal.fun (the API's ``id`` is 0-based).
+
     python -m tasks.password_game check --seed 7 --password 'Hello1!' --json
     python -m tasks.password_game solve --seed 7
     python -m tasks.password_game play --seed 7
@@ -13,6 +15,7 @@ import json
 import sys
 
 from ..common.protocol import seed_argument
+from ..common.terminal import ask_nonempty
 from .game import GameConfig, check_password
 from .instance import make_instance
 from .rules import NUM_RULES
@@ -36,7 +39,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print_json({"rules": result["rules"]})
     else:
         for r in result["rules"]:
-            print(f"{'PASS' if r['satisfied'] else 'FAIL'}  rule {r['id']:2d}: {r['text']}")
+            print(f"{'PASS' if r['satisfied'] else 'FAIL'}  rule {r['id'] + 1:2d}: {r['text']}")
         print(f"{result['rules_satisfied']}/{len(result['rules'])} rules satisfied, "
               f"length {result['length']}")
     return 0
@@ -57,11 +60,8 @@ def cmd_play(args: argparse.Namespace) -> int:
     print(obs["text"])
     done = False
     while not done:
-        try:
-            line = input("\npassword> ")
-        except EOFError:
-            break
-        if line.strip() == ":quit":
+        line = ask_nonempty("\npassword> ")
+        if line is None or line.strip() == ":quit":
             break
         if line.startswith(":feedback "):
             fb = env.get_feedback(line[len(":feedback "):])
@@ -79,9 +79,15 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """A scripted episode against the real HTTP server, started here as a subprocess."""
-    from .client import PasswordGameEnv, start_server, stop_server
+    from .client import PasswordGameEnv, PortInUseError, start_server, stop_server
 
-    proc = start_server(args.host, args.port)
+    try:
+        proc = start_server(args.host, args.port)
+    except PortInUseError as e:
+        # Without this check the demo played against whatever server held the port.
+        print(f"demo: port {e.port} on {e.host} is already in use by another server; the demo "
+              f"starts its own, so stop that one or pass a free --port", file=sys.stderr)
+        return 2
     try:
         with PasswordGameEnv(f"http://{args.host}:{args.port}") as env:
             obs = env.reset(seed=args.seed)
@@ -95,7 +101,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 password = naive[turn] if turn < len(naive) else solve(inst, hatched=obs["hatched"])
                 obs, reward, done, info = env.submit(password)
                 turn += 1
-                broken = [r["id"] for r in info["rules"] if not r["satisfied"]]
+                broken = [r["id"] + 1 for r in info["rules"] if not r["satisfied"]]
                 print(f"turn {turn}: {password}\n  revealed {info['num_revealed']}/{NUM_RULES}, "
                       f"satisfied {info['rules_satisfied']}, reward {reward:.2f}, "
                       f"broken rules {broken}{' (fire!)' if info['on_fire'] else ''}")

@@ -29,7 +29,8 @@ from typing import Any, Iterable, Sequence
 import httpx
 
 from ..common.client import (_ERRORS, _NOT_SENT, BaseEnvClient, EpisodeOverError,  # noqa: F401
-                             GameServerError, InvalidRequestError, RequestTooLargeError,
+                             GameServerError, InvalidRequestError, PortInUseError,
+                             RequestTooLargeError,
                              ServerUnavailableError, SessionBusyError, SessionNotFoundError,
                              TooManySessionsError, _log_tail,
                              _package_root, find_free_port, stop_server, wait_for_server)
@@ -144,7 +145,8 @@ def start_server(host: str = "127.0.0.1", port: int = 8000, *, max_sessions: int
                  timeout: float = 30.0) -> subprocess.Popen:
     """Start ``python -m tasks.password_game.server`` as a subprocess and (by default) wait until
     ``/health`` answers. Its output goes to a temporary log file (``proc.log_path``), whose tail is
-    shown if it fails to start. Stop it with :func:`stop_server`."""
+    shown if it fails to start. Stop it with :func:`stop_server`. ``PortInUseError`` (nothing
+    started) if a server already listens on the port."""
     return _start_server("tasks.password_game.server", host, port, max_sessions=max_sessions,
                          session_ttl=session_ttl, log_level=log_level, extra_args=extra_args,
                          wait=wait, timeout=timeout, log_prefix="password_game_server_")

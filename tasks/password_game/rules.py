@@ -89,6 +89,7 @@ Text = Callable[[Instance, bool], str]
 @dataclass(frozen=True)
 class Rule:
     id: int
+    name: str  # a few words for tables and figures ("digits sum to 25"); the text says it all
     text: Text
     check: Check
 
@@ -127,68 +128,89 @@ def _sacrifice_text(inst: Instance, hatched: bool) -> str:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule(0, _const("Your password must be at least 5 characters."),
+    Rule(0, "5+ characters", _const("Your password must be at least 5 characters."),
          lambda pw, inst, h: len(pw.plain) >= 5),
-    Rule(1, _const("Your password must include a number."),
+    Rule(1, "a number", _const("Your password must include a number."),
          lambda pw, inst, h: bool(_digit_runs(pw.plain))),
-    Rule(2, _const("Your password must include an uppercase letter."),
+    Rule(2, "uppercase letter", _const("Your password must include an uppercase letter."),
          lambda pw, inst, h: _UPPER_RE.search(pw.plain) is not None),
-    Rule(3, _const("Your password must include a special character."),
+    Rule(3, "special character", _const("Your password must include a special character."),
          lambda pw, inst, h: _SPECIAL_RE.search(pw.plain) is not None),
-    Rule(4, _const("The digits in your password must add up to 25."),
+    Rule(4, "digits sum to 25", _const("The digits in your password must add up to 25."),
          lambda pw, inst, h: digit_sum(pw.plain) == 25),
-    Rule(5, _const("Your password must include a month of the year."),
+    Rule(5, "a month", _const("Your password must include a month of the year."),
          lambda pw, inst, h: _MONTH_RE.search(pw.lower) is not None),
-    Rule(6, _const("Your password must include a Roman numeral (uppercase I, V, X, L, C, D or M)."),
+    Rule(6, "Roman numeral",
+         _const("Your password must include a Roman numeral (uppercase I, V, X, L, C, D or M)."),
          lambda pw, inst, h: has_roman_numeral(pw.plain)),
-    Rule(7, _const("Your password must include one of our sponsors: pepsi, starbucks, shell."),
+    Rule(7, "a sponsor",
+         _const("Your password must include one of our sponsors: pepsi, starbucks, shell."),
          lambda pw, inst, h: _SPONSOR_RE.search(pw.lower) is not None),
-    Rule(8, _const("The Roman numerals in your password should multiply to 35."),
+    Rule(8, "Roman product 35",
+         _const("The Roman numerals in your password should multiply to 35."),
          lambda pw, inst, h: roman_product(pw.plain) == 35),
-    Rule(9, lambda inst, h: f"Your password must include this CAPTCHA: {inst.captcha}",
+    Rule(9, "CAPTCHA", lambda inst, h: f"Your password must include this CAPTCHA: {inst.captcha}",
          lambda pw, inst, h: inst.captcha in pw.plain),
-    Rule(10, lambda inst, h: (f"Your password must include today's Wordle answer. (Offline: "
-                              f"today's answer is \"{inst.wordle}\".)"),
+    Rule(10, "Wordle answer",
+         lambda inst, h: (f"Your password must include today's Wordle answer. (Offline: "
+                          f"today's answer is \"{inst.wordle}\".)"),
          lambda pw, inst, h: inst.wordle in pw.lower),
-    Rule(11, _const("Your password must include a two letter symbol from the periodic table."),
+    Rule(11, "element symbol",
+         _const("Your password must include a two letter symbol from the periodic table."),
          lambda pw, inst, h: has_two_letter_symbol(pw.plain)),
-    Rule(12, lambda inst, h: (f"Your password must include the current phase of the moon as an "
-                              f"emoji. (This game takes place on {inst.date.isoformat()}; phases: "
-                              f"{' '.join(MOON_EMOJI)}.)"),
+    Rule(12, "moon phase",
+         lambda inst, h: (f"Your password must include the current phase of the moon as an "
+                          f"emoji. (This game takes place on {inst.date.isoformat()}; phases: "
+                          f"{' '.join(MOON_EMOJI)}.)"),
          lambda pw, inst, h: inst.moon in pw.plain),
-    Rule(13, _country_text,
+    Rule(13, "country", _country_text,
          lambda pw, inst, h: any(n in pw.lower
                                  for n in (inst.country.name, *inst.country.aliases))),
-    Rule(14, _const("Your password must include a leap year."),
+    Rule(14, "leap year", _const("Your password must include a leap year."),
          lambda pw, inst, h: has_leap_year(pw.plain)),
-    Rule(15, _chess_text, lambda pw, inst, h: chess_move_present(pw.plain, inst)),
-    Rule(16, _paul_text, lambda pw, inst, h: paul_present(pw.plain, h)),
-    Rule(17, _const("The elements in your password must have atomic numbers that add up to 200."),
+    Rule(15, "chess mate", _chess_text, lambda pw, inst, h: chess_move_present(pw.plain, inst)),
+    Rule(16, "Paul", _paul_text, lambda pw, inst, h: paul_present(pw.plain, h)),
+    Rule(17, "atomic sum 200",
+         _const("The elements in your password must have atomic numbers that add up to 200."),
          lambda pw, inst, h: atomic_sum(pw.plain) == 200),
-    Rule(18, _const("All the vowels in your password must be bolded (write **a** for a bold a)."),
+    Rule(18, "bold vowels",
+         _const("All the vowels in your password must be bolded (write **a** for a bold a)."),
          lambda pw, inst, h: pw.unbolded_vowels == 0),
-    Rule(19, _const("Oh no! Your password is on fire 🔥. Quick, put it out! (No 🔥 may remain in "
-                    "the password; the fire starts when this rule appears.)"),
+    Rule(19, "no fire",
+         _const("Oh no! Your password is on fire 🔥. Quick, put it out! (No 🔥 may remain in "
+                "the password; the fire starts when this rule appears.)"),
          lambda pw, inst, h: FIRE not in pw.plain),
-    Rule(20, _const("Your password is not strong enough 🏋️‍♂️ (it must contain 🏋️‍♂️ at least "
-                    "3 times)."),
+    Rule(20, "3 weightlifters",
+         _const("Your password is not strong enough 🏋️‍♂️ (it must contain 🏋️‍♂️ at least "
+                "3 times)."),
          lambda pw, inst, h: pw.plain.count(WEIGHTLIFTER) >= STRENGTH_NEEDED),
-    Rule(21, _const("Your password must contain one of the following affirmations: I am loved, "
-                    "I am worthy, I am enough."),
+    Rule(21, "affirmation",
+         _const("Your password must contain one of the following affirmations: I am loved, "
+                "I am worthy, I am enough."),
          lambda pw, inst, h: _AFFIRMATION_RE.search(pw.lower) is not None),
-    Rule(22, _const("Paul has hatched 🐔! Please don't forget to feed him. He eats three 🐛 every "
-                    "turn: keep at least 3 🐛 in your password, and no more than 8 or he overeats."),
+    Rule(22, "feed Paul worms",
+         _const("Paul has hatched 🐔! Please don't forget to feed him. He eats three 🐛 every "
+                "turn: keep at least 3 🐛 in your password, and no more than 8 or he "
+                "overeats."),
          lambda pw, inst, h: WORMS_MIN <= pw.plain.count(WORM) <= WORMS_MAX),
-    Rule(23, _video_text,
+    Rule(23, "YouTube video", _video_text,
          lambda pw, inst, h: any(inst.video_length(v) == inst.video_seconds
                                  for v in youtube_ids(pw.plain))),
-    Rule(24, _sacrifice_text,
+    Rule(24, "sacrificed letters", _sacrifice_text,
          lambda pw, inst, h: not any(letter in pw.lower for letter in inst.banned)),
-    Rule(25, _const("Your password must contain twice as many italic characters as bold (write "
-                    "*a* for an italic a; at least twice as many)."),
+    Rule(25, "italic ≥ 2× bold",
+         _const("Your password must contain twice as many italic characters as bold (write "
+                "*a* for an italic a; at least twice as many)."),
          lambda pw, inst, h: pw.italic_chars >= 2 * pw.bold_chars),
 )
 assert len(RULES) == NUM_RULES and all(r.id == i for i, r in enumerate(RULES))
+assert len({r.name for r in RULES}) == NUM_RULES  # a name tells one rule from the others
+
+
+def rule_label(rule_id: int) -> str:
+    """``"5. digits sum to 25"``: the rule's short name, numbered from 1 as the game's text,
+    PASSWORD_GAME_README.md and neal.fun number rules (``rule_id`` is the 0-based id)."""
+    return f"{rule_id + 1}. {RULES[rule_id].name}"
 
 
 def rule_text(rule_id: int, inst: Instance, hatched: bool = False) -> str:

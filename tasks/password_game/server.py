@@ -326,7 +326,8 @@ def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
 
     @app.post("/solve", response_model=SolveResponse, responses=errors)
     def solve_endpoint(req: SolveRequest) -> Any:
-        """The constructive solver's password for instance ``seed`` (demos, upper bounds)."""
+        """The constructive solver's password for instance ``seed`` (demos, the evaluations'
+        reference row)."""
         return {"seed": req.seed, "hatched": req.hatched,
                 "password": solve(make_instance(req.seed), hatched=req.hatched)}
 

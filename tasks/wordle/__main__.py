@@ -16,6 +16,7 @@ import sys
 import time
 
 from ..common.protocol import seed_argument
+from ..common.terminal import ask_nonempty
 from .game import WordleConfig, feedback, make_instance, normalize_guess
 from .words import answer_index, answers, emoji
 
@@ -90,11 +91,8 @@ def cmd_play(args: argparse.Namespace) -> int:
     print(obs["text"])
     done = False
     while not done:
-        try:
-            line = input("\nguess> ")
-        except EOFError:
-            break
-        if line.strip() == ":quit":
+        line = ask_nonempty("\nguess> ")
+        if line is None or line.strip() == ":quit":
             break
         if line.strip() == ":hint":
             from .solver import default_solver

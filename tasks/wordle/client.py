@@ -26,12 +26,13 @@ from typing import Any, Iterable
 import httpx
 
 from ..common.client import (BaseEnvClient, EpisodeOverError, GameServerError,  # noqa: F401
-                             InvalidRequestError, RequestTooLargeError, ServerUnavailableError,
-                             SessionBusyError, SessionNotFoundError, TooManySessionsError,
+                             InvalidRequestError, PortInUseError, RequestTooLargeError,
+                             ServerUnavailableError, SessionBusyError, SessionNotFoundError,
+                             TooManySessionsError,
                              find_free_port, stop_server, wait_for_server)
 from ..common.client import start_server as _start_server
 
-__all__ = ["EpisodeOverError", "InvalidRequestError", "RequestTooLargeError",
+__all__ = ["EpisodeOverError", "InvalidRequestError", "PortInUseError", "RequestTooLargeError",
            "ServerUnavailableError", "SessionBusyError", "SessionNotFoundError",
            "TooManySessionsError", "WordleEnv", "WordleError",
            "find_free_port", "start_server", "stop_server", "wait_for_server"]

@@ -1,0 +1,224 @@
+"""The numbers the docs print, written by code so they cannot drift from it.
+
+    python bench/doc_numbers.py quick               # rerun the quick run; exit 1 if the doc differs
+    python bench/doc_numbers.py quick --write       # rerun it and rewrite its block in the doc
+    python bench/doc_numbers.py main-run RUN_DIR    # the main run's block from RUN_DIR/summary.json
+    python bench/doc_numbers.py main-run RUN_DIR --write   # ... into README.md and benchmarks.md
+
+Two kinds of numbers, two marked blocks (``<!-- NAME:begin ... -->`` to ``<!-- NAME:end -->``):
+
+* ``quick-run`` (docs/benchmarks.md): a small deterministic training run (the tiny model, fixed
+  seeds, one CPU thread, well under a minute) whose exact results the doc shows;
+  tests/test_doc_numbers.py reruns it on every CI run and fails when the code no longer produces
+  them. A change that moves them on purpose rewrites the block with ``--write`` in the same
+  commit.
+* ``main-run`` (README.md and docs/benchmarks.md, the same block): the held-out results of
+  ``python -m gamerl train --preset tiny`` (30 epochs: too long for CI), each time with the commit
+  and the date they were measured at, so a reader can tell how old they are. The commit is the
+  run's ``git_commit`` in summary.json when the trainer records one, else this checkout's HEAD,
+  which must then be clean (``--allow-dirty`` says "plus uncommitted changes" instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+README = ROOT / "README.md"
+QUICK_BLOCK, MAIN_BLOCK = "quick-run", "main-run"
+# The quick run: the main job's pipeline (warm start, baseline, PPO, final evaluation, reference
+# rows) at a size CI affords. One CPU thread: the results then do not depend on how many cores
+# the machine has (a matmul's summation order does).
+QUICK_SETTINGS = dict(epochs=2, episodes_per_epoch=4, eval_episodes=8, warmstart_steps=20,
+                      warmstart_examples=32, warmstart_batch_size=8, minibatch_size=2,
+                      ppo_epochs=1, seed=0, wandb_mode="disabled", progress=False)
+COMMIT_LINE = re.compile(r"Measured at commit `([0-9a-f]{7,40})`( plus uncommitted changes)? "
+                         r"on (\d{4}-\d{2}-\d{2})")
+
+
+# ----------------------------------------------------------------------------- blocks in a doc
+
+def _markers(name: str) -> tuple[re.Pattern, str]:
+    return re.compile(rf"<!-- {name}:begin[^>]*-->\n(.*?)<!-- {name}:end -->", re.S), name
+
+
+def read_block(text: str, name: str) -> str:
+    """The text between a block's markers; ValueError if the doc has none."""
+    match = _markers(name)[0].search(text)
+    if match is None:
+        raise ValueError(f"no <!-- {name}:begin --> ... <!-- {name}:end --> block")
+    return match.group(1)
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    pattern = _markers(name)[0]
+    if pattern.search(text) is None:
+        raise ValueError(f"no <!-- {name}:begin --> ... <!-- {name}:end --> block")
+    return pattern.sub(lambda m: m.group(0)[:m.start(1) - m.start(0)] + body
+                       + f"<!-- {name}:end -->", text, count=1)
+
+
+# ----------------------------------------------------------------------------- tables
+
+ROW_NAMES = {"baseline": "baseline (after warm start, before PPO)",
+             "final": "after PPO (last epoch)"}
+
+
+def results_table(summary: dict) -> str:
+    """Held-out results of a run's summary.json: baseline, final and the reference rows."""
+    num_rules = summary["config"]["num_rules"]
+    lines = [f"| policy | reward | rules satisfied (of {num_rules}) | success | turns |",
+             "|---|---|---|---|---|"]
+    for key in ["baseline", "final", *summary.get("references", [])]:
+        row = summary[key]
+        name = ROW_NAMES.get(key, row.get("label", key))
+        lines.append(f"| {name} | {row['reward']:.2f} | {row['rules_satisfied']:.2f} | "
+                     f"{row['success_rate']:.1%} | {row['turns']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _seeds(summary: dict) -> str:
+    first, stop = summary["eval_seeds"]
+    return f"seeds {first:,}–{stop - 1:,}"
+
+
+# ----------------------------------------------------------------------------- the quick run
+
+def run_quick(out_dir: Path) -> str:
+    """Train the quick run in ``out_dir`` and return its block's text."""
+    import torch
+
+    from gamerl.config import get_config
+    from gamerl.trainer import Trainer
+    from gamerl.tracking import read_jsonl
+
+    torch.set_num_threads(1)
+    cfg = get_config("tiny", out_dir=str(out_dir), **QUICK_SETTINGS)
+    summary = Trainer(cfg, out_dir).train()
+    epochs = [r for r in read_jsonl(out_dir / "metrics.jsonl") if r.get("kind") == "epoch"]
+    ws = summary["warmstart"] or {}
+    lines = [f"`bench/doc_numbers.py quick`: the tiny preset (Password Game, {cfg.num_rules} "
+             f"rules, {cfg.max_steps} turns) with seed {cfg.seed}, a warm start of "
+             f"{cfg.warmstart_steps} steps, {cfg.epochs} PPO epochs of {cfg.episodes_per_epoch} "
+             f"games, {summary['final']['episodes']} held-out games ({_seeds(summary)}), one CPU "
+             "thread.", "", results_table(summary),
+             "| epoch | training reward | rules satisfied | KL to the reference (k3) |",
+             "|---|---|---|---|"]
+    for r in epochs:
+        lines.append(f"| {r['epoch'] + 1} | {r['rollout/reward']:.4f} | "
+                     f"{r['rollout/rules_satisfied']:.4f} | {r['adv/kl_ref_k3']:.6f} |")
+    first, last = ws.get("loss_first", float("nan")), ws.get("loss_last", float("nan"))
+    lines += ["", f"Warm-start loss (mean over its first 10 steps → its last 10): "
+                  f"{first:.4f} → {last:.4f}."]
+    return "\n".join(lines) + "\n"
+
+
+def cmd_quick(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="quick_run_") as tmp:
+        body = run_quick(Path(tmp) / "run")
+    doc = Path(args.doc)
+    text = doc.read_text()
+    if args.write:
+        doc.write_text(replace_block(text, QUICK_BLOCK, body))
+        print(f"wrote the {QUICK_BLOCK} block of {doc}")
+        return 0
+    documented = read_block(text, QUICK_BLOCK)
+    if documented == body:
+        print(f"{doc}: the {QUICK_BLOCK} numbers match the code")
+        return 0
+    sys.stdout.writelines(difflib.unified_diff(
+        documented.splitlines(True), body.splitlines(True), f"{doc} (documented)",
+        "this checkout (rerun)"))
+    print(f"\n{doc}: the {QUICK_BLOCK} numbers differ from what the code produces now. If the "
+          f"change is intended, rewrite them: python bench/doc_numbers.py quick --write")
+    return 1
+
+
+# ----------------------------------------------------------------------------- the main run
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def measured_at(summary: dict, summary_path: Path, allow_dirty: bool) -> str:
+    commit = summary.get("git_commit")
+    suffix = ""
+    if commit is None:
+        commit = _git("rev-parse", "--short", "HEAD")
+        if _git("status", "--porcelain", "--untracked-files=no"):
+            if not allow_dirty:
+                raise SystemExit("the checkout has uncommitted changes, so HEAD does not say "
+                                 "what code ran: commit first, or pass --allow-dirty")
+            suffix = " plus uncommitted changes"
+    date = datetime.fromtimestamp(summary_path.stat().st_mtime, timezone.utc).date()
+    return f"Measured at commit `{commit[:7]}`{suffix} on {date.isoformat()}"
+
+
+# Settings that do not change what the main run computes (where it logs, how it shows progress).
+NOT_RESULTS = ("out_dir", "wandb_mode", "wandb_project", "progress", "device")
+
+
+def check_main_run_config(config: dict) -> None:
+    """SystemExit unless ``config`` is the main job's: ``get_config("tiny")``."""
+    from gamerl.config import get_config
+
+    main = get_config("tiny").to_dict()
+    differ = sorted(k for k, v in main.items() if k not in NOT_RESULTS and config.get(k) != v)
+    if differ:
+        raise SystemExit("this run is not `python -m gamerl train --preset tiny`: it differs in "
+                         + ", ".join(f"{k}={config.get(k)!r}" for k in differ))
+
+
+def main_run_block(run_dir: Path, allow_dirty: bool = False) -> str:
+    path = run_dir / "summary.json"
+    summary = json.loads(path.read_text())
+    check_main_run_config(summary["config"])
+    return (f"`python -m gamerl train --preset tiny`, {summary['final']['episodes']} held-out "
+            f"games ({_seeds(summary)}):\n\n{results_table(summary)}\n"
+            f"{measured_at(summary, path, allow_dirty)}.\n")
+
+
+def cmd_main_run(args: argparse.Namespace) -> int:
+    body = main_run_block(Path(args.run_dir), args.allow_dirty)
+    if not args.write:
+        print(body, end="")
+        return 0
+    for doc in (README, BENCHMARKS):
+        doc.write_text(replace_block(doc.read_text(), MAIN_BLOCK, body))
+        print(f"wrote the {MAIN_BLOCK} block of {doc}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    q = sub.add_parser("quick", help="rerun the quick run and compare with (or --write) the doc")
+    q.add_argument("--write", action="store_true")
+    q.add_argument("--doc", default=str(BENCHMARKS))
+    q.set_defaults(fn=cmd_quick)
+    m = sub.add_parser("main-run", help="the main run's block from a run directory")
+    m.add_argument("run_dir")
+    m.add_argument("--write", action="store_true", help="into README.md and docs/benchmarks.md")
+    m.add_argument("--allow-dirty", action="store_true")
+    m.set_defaults(fn=cmd_main_run)
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

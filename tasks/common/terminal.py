@@ -1,0 +1,21 @@
+"""Reading a player's answers in the terminal (the games' ``play`` commands)."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+__all__ = ["ask_nonempty"]
+
+
+def ask_nonempty(prompt: str, read: Callable[[str], str] = input) -> Optional[str]:
+    """The next line the player typed, asking again after an empty one; None at end of input.
+
+    Every game spends a turn on whatever it is sent, and an empty line is almost always Enter
+    pressed by accident, not a move: so it is not sent."""
+    while True:
+        try:
+            line = read(prompt)
+        except EOFError:
+            return None
+        if line:
+            return line

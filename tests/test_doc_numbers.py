@@ -1,0 +1,95 @@
+"""The numbers in the docs come from the code as it is (bench/doc_numbers.py): the quick run's
+block in docs/benchmarks.md is rerun and compared exactly, and the main run's block (README.md
+and docs/benchmarks.md) names the commit and date it was measured at."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("doc_numbers", ROOT / "bench" / "doc_numbers.py")
+doc_numbers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(doc_numbers)
+
+
+@pytest.mark.slow
+def test_quick_run_numbers_match_the_docs(tiny_dir):
+    """Reruns the deterministic quick run (GAMERL_TINY_DIR: the freshly built tiny model, the
+    same as checkpoints/tiny) and compares every number with docs/benchmarks.md."""
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "doc_numbers.py"), "quick"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_SILENT": "true"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "numbers match the code" in proc.stdout
+
+
+def _main_blocks() -> tuple[str, str]:
+    return (doc_numbers.read_block((ROOT / "README.md").read_text(), "main-run"),
+            doc_numbers.read_block((ROOT / "docs" / "benchmarks.md").read_text(), "main-run"))
+
+
+def test_main_run_numbers_carry_their_commit():
+    readme, benchmarks = _main_blocks()
+    assert readme == benchmarks  # one measurement, one text
+    match = doc_numbers.COMMIT_LINE.search(readme)
+    assert match, "the main-run block must say 'Measured at commit `SHA` on YYYY-MM-DD'"
+    commit = match.group(1)
+    git = ["git", "-C", str(ROOT)]
+    if subprocess.run([*git, "rev-parse", "--git-dir"], capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout: the commit cannot be looked up")
+    found = subprocess.run([*git, "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True)
+    shallow = subprocess.run([*git, "rev-parse", "--is-shallow-repository"], capture_output=True,
+                             text=True).stdout.strip() == "true"
+    if found.returncode != 0 and shallow:
+        pytest.skip(f"shallow clone: commit {commit} is not fetched")
+    assert found.returncode == 0, f"the main-run block names {commit}, not a commit here"
+
+
+def _summary(rows: dict, **extra) -> dict:
+    from gamerl.config import get_config
+
+    return {"config": get_config("tiny").to_dict(), "eval_seeds": [1_000_000, 1_000_128],
+            "references": ["solver", "random"], **rows, **extra}
+
+
+def test_main_run_block_is_what_the_tool_writes(tmp_path):
+    """The documented block has exactly the tool's format: rendering its own numbers gives it
+    back (so the next --write changes numbers and commit, nothing else)."""
+    readme, _ = _main_blocks()
+    table = [line for line in readme.splitlines() if line.startswith("| ") and "---" not in line]
+    rows = {}
+    for key, line in zip(["baseline", "final", "solver", "random"], table[1:]):
+        name, reward, rules, success, turns = [c.strip() for c in line.strip("|").split("|")]
+        rows[key] = {"label": name, "reward": float(reward), "rules_satisfied": float(rules),
+                     "success_rate": float(success.rstrip("%")) / 100, "turns": float(turns),
+                     "episodes": 128}
+    measured = doc_numbers.COMMIT_LINE.search(readme)
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(_summary(rows, git_commit=measured.group(1))))
+    noon = datetime.fromisoformat(measured.group(3) + "T12:00:00+00:00").timestamp()
+    os.utime(path, (noon, noon))  # the tool dates a run by its summary.json
+    assert doc_numbers.main_run_block(tmp_path) == readme
+
+
+def test_main_run_block_refuses_another_run(tmp_path):
+    summary = _summary({})
+    summary["config"].update(epochs=2, eval_episodes=8, wandb_mode="disabled")
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(SystemExit, match=r"not `python -m gamerl train --preset tiny`.*"
+                                         r"epochs=2, eval_episodes=8$"):
+        doc_numbers.main_run_block(tmp_path)
+
+
+def test_blocks_are_replaced_between_their_markers():
+    text = "a\n<!-- x:begin: note -->\nold\n<!-- x:end -->\nb\n"
+    new = doc_numbers.replace_block(text, "x", "new 1\nnew 2\n")
+    assert new == "a\n<!-- x:begin: note -->\nnew 1\nnew 2\n<!-- x:end -->\nb\n"
+    assert doc_numbers.read_block(new, "x") == "new 1\nnew 2\n"
+    with pytest.raises(ValueError, match="no <!-- y:begin"):
+        doc_numbers.read_block(text, "y")

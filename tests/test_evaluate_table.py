@@ -1,0 +1,55 @@
+"""gamerl.evaluate.format_table: full column names, rows named for what they are (no model)."""
+
+import pytest
+
+from gamerl.evaluate import format_table
+from gamerl.games import TASKS, get_task
+
+ROWS = {
+    "baseline": {"reward": 4.21, "rules_satisfied": 2.85, "success_rate": 0.109, "turns": 2.87,
+                 "episodes": 128},
+    "solver": {"label": "solver (all rules)", "reward": 14.93, "rules_satisfied": 6.0,
+               "success_rate": 1.0, "turns": 1.0, "episodes": 128},
+}
+
+
+def _columns(table: str) -> tuple[list[str], list[str]]:
+    """(header line, data lines): the header's names end where their numbers end."""
+    lines = table.splitlines()
+    assert set(lines[1]) == {"-"} and len(lines[1]) == len(lines[0])
+    return lines[0], lines[2:]
+
+
+def test_column_names_are_printed_in_full_and_aligned():
+    rows = {"policy": {"reward": -0.3, "best_greens": 0.41, "guesses_when_solved": 4.25,
+                       "success_rate": 0.0, "turns": 6.0, "episodes": 6}}
+    head, (line,) = _columns(format_table(rows, ("best_greens", "guesses_when_solved")))
+    assert "guesses when solved" in head and "best greens" in head
+    assert "rules_satisfie" not in format_table(ROWS)  # the old 14-character cut
+    # every value is right-aligned under its column name
+    for name, value in (("guesses when solved", "4.25"), ("best greens", "0.41"),
+                        ("success", "0.0%"), ("episodes", "6")):
+        end = head.index(name) + len(name)
+        assert line[end - len(value):end] == value, (name, line)
+
+
+def test_rows_are_named_by_their_label():
+    head, lines = _columns(format_table(ROWS))
+    assert "rules satisfied" in head
+    assert lines[0].startswith("baseline ") and lines[1].startswith("solver (all rules) ")
+    assert all(len(l) == len(head) for l in lines)
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_every_reference_agent_has_a_label_that_is_not_an_upper_bound(task):
+    from gamerl.config import get_config
+
+    t = get_task(task)
+    agents = t.reference_agents(get_config("tiny", task=task))
+    assert set(agents) == set(t.reference_labels)
+    assert not any("upper bound" in label for label in t.reference_labels.values())
+
+
+def test_password_game_rows_say_what_they_bound():
+    labels = get_task("password_game").reference_labels
+    assert labels == {"solver": "solver (all rules)", "random": "random strings (floor)"}
