@@ -122,15 +122,45 @@ def run_quick(out_dir: Path) -> str:
                      f"{r['rollout/rules_satisfied']:.4f} | {r['adv/kl_ref_k3']:.6f} |")
     first, last = ws.get("loss_first", float("nan")), ws.get("loss_last", float("nan"))
     lines += ["", f"Warm-start loss (mean over its first 10 steps → its last 10): "
-                  f"{first:.4f} → {last:.4f}."]
+                  f"{first:.4f} → {last:.4f}.", "", f"Exact on: {machine_id()}."]
     return "\n".join(lines) + "\n"
 
 
+# Exit code of ``quick`` when the doc's numbers were measured on another kind of machine: sampled
+# tokens follow from float rounding, which differs between CPU instruction sets (AVX2 vs AVX-512)
+# and torch builds, so exact agreement is only promised on the same kind of machine.
+OTHER_MACHINE = 3
+MACHINE_LINE = re.compile(r"^Exact on: (.+)\.$", re.MULTILINE)
+
+
+def machine_id() -> str:
+    """The CPU model, the instruction set torch's kernels use, and the torch version."""
+    import platform
+
+    import torch
+
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}"
+
+
 def cmd_quick(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="quick_run_") as tmp:
-        body = run_quick(Path(tmp) / "run")
     doc = Path(args.doc)
     text = doc.read_text()
+    here = machine_id()
+    found = MACHINE_LINE.search(read_block(text, QUICK_BLOCK))
+    if not args.write and found and found.group(1) != here:
+        print(f"{doc}: the {QUICK_BLOCK} numbers were measured on {found.group(1)}; this "
+              f"machine is {here}: exact agreement is not expected here (not rerun)")
+        return OTHER_MACHINE
+    with tempfile.TemporaryDirectory(prefix="quick_run_") as tmp:
+        body = run_quick(Path(tmp) / "run")
     if args.write:
         doc.write_text(replace_block(text, QUICK_BLOCK, body))
         print(f"wrote the {QUICK_BLOCK} block of {doc}")

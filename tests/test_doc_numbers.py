@@ -25,6 +25,8 @@ def test_quick_run_numbers_match_the_docs(tiny_dir):
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "doc_numbers.py"), "quick"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT,
                           env={**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_SILENT": "true"})
+    if proc.returncode == doc_numbers.OTHER_MACHINE:
+        pytest.skip(proc.stdout.strip().splitlines()[-1])
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "numbers match the code" in proc.stdout
 
