@@ -136,11 +136,13 @@ def main(argv=None) -> int:
     }
     print(f"{result['model']}, {args.dtype}, 1 episode x {args.tokens} tokens "
           f"({args.policy_tokens} policy tokens over {args.turns} turns), vocabulary {vocab:,}")
-    print(f"  after init (weights, grads' future home, AdamW moments): {base / 2**30:.2f} GB RSS")
+    grads = sum(p.numel() * p.element_size() for p in policy.parameters() if p.requires_grad)
+    result["gradients_gb"] = grads / 2**30
+    print(f"  after init (weights and AdamW moments): {base / 2**30:.2f} GB RSS")
     print(f"  scoring pass (old + reference, no grad): peak +{score_peak / 2**30:.2f} GB, "
           f"{score_s:.1f} s; supports {result['support_mb']:.1f} MB")
     print(f"  one PPO update (forward, backward, AdamW): peak +{peak / 2**30:.2f} GB, "
-          f"{update_s:.1f} s")
+          f"{update_s:.1f} s (of which the gradients themselves: {grads / 2**30:.2f} GB)")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     return 0

@@ -133,8 +133,34 @@ def unpack_bits(bits: torch.Tensor, vocab_size: int) -> torch.Tensor:
 @torch.no_grad()
 def support_mask(scaled_logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
     """``[N, V]`` bool: the tokens top-k then top-p keep from ``scaled_logits`` (z / T, fp32),
-    by transformers' own warpers (so exactly generate's set)."""
-    return torch.isfinite(_truncation_warpers(sampling)(None, scaled_logits.clone()))
+    exactly generate's set.
+
+    transformers' top-p warper sorts the whole vocabulary (152k entries a token for Qwen3: most
+    of the scoring pass's time and several [N, V] temporaries). After top-k only k tokens can
+    survive, so with top-k on we apply the same rule to the k largest logits alone; rows whose
+    k-th logit is tied with a token outside them (top-k then keeps more than k) go through
+    transformers' warpers, as does everything when top-k is off.
+    ``tests/test_scoring.py`` checks the two paths agree."""
+    n, vocab = scaled_logits.shape
+    k = sampling.top_k
+    if not 0 < k < vocab:
+        return torch.isfinite(_truncation_warpers(sampling)(None, scaled_logits.clone()))
+    values, index = scaled_logits.topk(k, dim=-1)  # descending
+    tied = (scaled_logits >= values[:, -1:]).sum(-1) > k
+    keep_top = torch.ones_like(values, dtype=torch.bool)
+    if sampling.top_p < 1.0:
+        # The warper's rule on the survivors: in ascending order, drop tokens whose cumulative
+        # probability is <= 1 - top_p, always keeping the most likely one.
+        ascending = values.flip(-1)
+        cumulative = ascending.softmax(-1).cumsum(-1)
+        drop = cumulative <= 1.0 - sampling.top_p
+        drop[:, -1] = False
+        keep_top = ~drop.flip(-1)
+    keep = torch.zeros_like(scaled_logits, dtype=torch.bool).scatter_(1, index, keep_top)
+    if tied.any():
+        keep[tied] = torch.isfinite(
+            _truncation_warpers(sampling)(None, scaled_logits[tied].clone()))
+    return keep
 
 
 # ----------------------------------------------------------------------------- scoring

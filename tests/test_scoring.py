@@ -42,6 +42,22 @@ def test_support_is_generates_top_k_then_top_p():
         [True, False, False, False, False]]
 
 
+def test_support_fast_path_equals_transformers_warpers():
+    """support_mask applies top-p to the top-k survivors only; transformers' warpers sort the
+    whole vocabulary. Same sets on peaked, flat and tied logits, for several settings."""
+    from gamerl.scoring import _truncation_warpers
+
+    g = torch.Generator().manual_seed(7)
+    rows = [torch.randn(64, 3000, generator=g) * scale for scale in (0.3, 2.0, 8.0)]
+    tied = torch.randn(8, 3000, generator=g)
+    tied[:, :60] = 1.5  # 60 equal largest logits: top-k 50 keeps all 60
+    for logits in rows + [tied]:
+        for k, p in ((50, 0.9), (5, 1.0), (50, 0.5), (2999, 0.95)):
+            sampling = Sampling(1.0, k, p)
+            reference = torch.isfinite(_truncation_warpers(sampling)(None, logits.clone()))
+            assert torch.equal(support_mask(logits, sampling), reference), (k, p)
+
+
 def test_truncated_logprobs_hand_computed():
     sampling = Sampling(1.0, top_k=3, top_p=0.8)
     hidden = Z.expand(3, 5)
