@@ -366,7 +366,9 @@ def load_tokenizer(path_or_id: str) -> PreTrainedTokenizerFast:
 
 
 def _load_lm(path: str, device: torch.device, dtype: torch.dtype, attn: str) -> PreTrainedModel:
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn)
+    # safetensors only: a pickled pytorch_model.bin planted in a checkpoint is never read.
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn,
+                                                 use_safetensors=True)
     return model.to(device)
 
 
