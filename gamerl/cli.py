@@ -87,7 +87,13 @@ def _train(args: argparse.Namespace) -> int:
     if env_url:
         from .evaluate import http_env_factory
         make_env = http_env_factory(cfg, env_url)
-    trainer = Trainer(cfg, out, resume=args.resume, make_env=make_env)
+    from .checkpoint import CheckpointError
+    from .rundir import RunLockedError
+
+    try:
+        trainer = Trainer(cfg, out, resume=args.resume, make_env=make_env)
+    except (CheckpointError, RunLockedError, FileExistsError) as e:
+        raise SystemExit(f"gamerl train: {e}") from None  # a refusal: nothing was changed
     summary = trainer.train()
     wall = time.time() - t0
     print()

@@ -48,8 +48,8 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from . import ppo
-from .checkpoint import (find_checkpoint, load_checkpoint_state, save_checkpoint,
-                         set_rng_state)
+from .checkpoint import (STATE_FILE, CheckpointError, find_checkpoint, load_checkpoint_state,
+                         save_checkpoint, set_rng_state)
 from .config import TrainConfig
 from .evaluate import eval_instances, evaluate, format_table, local_env_factory, reference_rows
 from .games import get_task
@@ -58,6 +58,7 @@ from .lora import LoraSettings, adapter_disabled, apply_lora, is_peft, load_4bit
 from .models import (PolicyWithValue, lm_head, lm_trunk, load_policy, load_reference,
                      positions_from_mask, unwrap_lm)
 from .replay import FailureReplay
+from .rundir import RunLock, open_run
 from .samples import episode_table
 from .scoring import Sampling, score_tokens
 from .rollout import (Episode, LMPolicy, RolloutConfig, TokenBatch, episodes_to_batch, rollout,
@@ -496,29 +497,41 @@ class Trainer:
         self.cfg = cfg
         self.task = get_task(cfg.task)
         self.run_dir = Path(run_dir or cfg.out_dir or default_run_dir(cfg))
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        # One writer per run directory, taken before anything in it is read or written.
+        self._lock = RunLock(self.run_dir)
+        try:
+            self._open(resume, make_env)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _open(self, resume: bool, make_env: Optional[Callable[[], Any]]) -> None:
+        """Refuse or recover (gamerl.rundir.open_run), then load the models and the state."""
+        cfg = self.cfg
+        last = open_run(self.run_dir, resume)
+        if resume and last is None:
+            print(f"resuming {self.run_dir} before its first PPO checkpoint: the warm start and "
+                  "baseline continue from what was saved", flush=True)
         self.make_env = make_env or local_env_factory(cfg)
         self.state = TrainerState()
-        last = find_checkpoint(self.run_dir / "last")
-        if last is not None and not resume:
-            raise FileExistsError(f"{self.run_dir} already holds a checkpoint ({last}): resume "
-                                  "it (--resume) or choose another run directory (--out)")
-        if resume and last is None:
-            log.warning("resume: no checkpoint in %s; starting from scratch", self.run_dir / "last")
-        if last is None:  # a fresh run: no logs or baseline from an earlier attempt
-            for name in (METRICS_JSONL, EPISODES_JSONL, "baseline.json", "summary.json"):
-                (self.run_dir / name).unlink(missing_ok=True)
+        # The warm start is a checkpoint of this run too: check it before writing anything.
+        init, self.warmstart_stats = cfg.model, None
+        ws_dir = self.run_dir / "warmstart"
+        if cfg.warmstart:
+            self.warmstart_stats = cached_warm_start(cfg, ws_dir)
+            if self.warmstart_stats is None and last is not None:
+                raise CheckpointError(
+                    f"--resume refused, nothing was changed: {ws_dir} is missing or was made "
+                    "with other warm-start settings, and last/ was trained from it (it is the "
+                    "KL reference, and the base of LoRA adapters)")
         cfg.save(self.run_dir / "config.json")
         seed_everything(cfg.seed)
         device = torch.device(cfg.device) if cfg.device else None
         dtype = resolve_dtype(cfg)
 
         # The initial policy: the warm-started model (cached in the run dir) or the model itself.
-        init, self.warmstart_stats = cfg.model, None
         if cfg.warmstart:
-            ws_dir = self.run_dir / "warmstart"
-            self.warmstart_stats = cached_warm_start(cfg, ws_dir)
-            if self.warmstart_stats is None:
+            if self.warmstart_stats is None:  # continues from warmstart_progress/ if killed
                 lm, tok = load_policy(cfg.model, device=device, dtype=dtype,
                                       attn_implementation=cfg.attn_implementation)
                 self.warmstart_stats = warm_start(lm, tok, cfg, ws_dir, progress=cfg.progress)
@@ -552,30 +565,50 @@ class Trainer:
         self.replay = FailureReplay(cfg.replay_capacity) if cfg.replay_fraction > 0 else None
 
         if last is not None:
-            saved = load_checkpoint_state(last)
-            changed = {k: (v, getattr(cfg, k)) for k, v in saved["train_config"].items()
-                       if hasattr(cfg, k) and getattr(cfg, k) != v}
-            if changed:
-                log.info("resume: config differs from the checkpoint's: %s", changed)
-            if "optimizer" in saved:
-                self.optimizer.load_state_dict(saved["optimizer"])
-            self.state = TrainerState(**{k: v for k, v in saved["state"].items()
-                                         if k in TrainerState.__dataclass_fields__})
-            if self.curriculum is not None and self.state.curriculum:
-                self.curriculum.load_state_dict(self.state.curriculum)
-            if self.replay is not None and self.state.replay:
-                self.replay.load_state_dict(self.state.replay)
-            set_rng_state(saved["rng"])
-            for name in (METRICS_JSONL, EPISODES_JSONL):  # forget epochs the kill interrupted
-                truncate_jsonl(self.run_dir / name, self.state.epoch - 1)
-            print(f"resumed from {last}: continuing at epoch {self.state.epoch} of {cfg.epochs}",
-                  flush=True)
+            self._restore(last)
         baseline_file = self.run_dir / "baseline.json"
         self.baseline = json.loads(baseline_file.read_text()) if baseline_file.exists() else None
         self.tracker = Tracker(self.run_dir, cfg.to_dict(), mode=cfg.wandb_mode,
                                project=cfg.wandb_project, run_id=self.state.wandb_id,
                                name=self.run_dir.name)
         self.state.wandb_id = self.tracker.run_id
+
+    def _restore(self, last: Path) -> None:
+        """Optimizer, counters, curriculum, replay buffer and RNG from ``last`` (checked by
+        open_run); the records of epochs after it are dropped (the kill interrupted them)."""
+        cfg = self.cfg
+        saved = load_checkpoint_state(last, verify=False)
+        changed = {k: (v, getattr(cfg, k)) for k, v in saved["train_config"].items()
+                   if hasattr(cfg, k) and getattr(cfg, k) != v}
+        if changed:
+            log.info("resume: config differs from the checkpoint's: %s", changed)
+        self.optimizer.load_state_dict(saved["optimizer"])
+        self.state = TrainerState(**{k: v for k, v in saved["state"].items()
+                                     if k in TrainerState.__dataclass_fields__})
+        # best/ can be newer and better than last/ (save_every > 1, or a kill between the two
+        # saves of an epoch): compare against it, or the next epoch overwrites a better model.
+        best = find_checkpoint(self.run_dir / "best", require=(STATE_FILE,))
+        if best is not None:
+            best_state = json.loads((best / STATE_FILE).read_text())
+            if best_state.get("best_reward", -math.inf) > self.state.best_reward:
+                self.state.best_reward = best_state["best_reward"]
+                self.state.best_epoch = best_state.get("best_epoch", self.state.best_epoch)
+        if self.curriculum is not None and self.state.curriculum:
+            self.curriculum.load_state_dict(self.state.curriculum)
+        if self.replay is not None and self.state.replay:
+            self.replay.load_state_dict(self.state.replay)
+        set_rng_state(saved["rng"])
+        for name in (METRICS_JSONL, EPISODES_JSONL):  # forget epochs the kill interrupted
+            truncate_jsonl(self.run_dir / name, self.state.epoch - 1)
+        print(f"resumed from {last}: continuing at epoch {self.state.epoch} of {cfg.epochs}",
+              flush=True)
+
+    def close(self) -> None:
+        """Finish the logs and let go of the run directory (train() does this when it ends)."""
+        tracker = getattr(self, "tracker", None)
+        if tracker is not None:
+            tracker.finish()
+        self._lock.release()
 
     def _lora_policy(self, init: str, last: Optional[Path], device, dtype):
         """A LoRA policy on ``init``: fresh adapters, or the checkpoint's (resume). 4-bit base
@@ -661,6 +694,9 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, name: str, metrics: Optional[dict[str, Any]] = None) -> Path:
+        if not self._lock.held:  # another process may own the directory by now
+            raise RuntimeError(f"{self.run_dir} was released (train() ended or close() was "
+                               "called): this Trainer no longer writes there")
         if self.curriculum is not None:
             self.state.curriculum = self.curriculum.state_dict()
         if self.replay is not None:
@@ -670,6 +706,14 @@ class Trainer:
 
     # ------------------------------------------------------------------ the whole run
     def train(self) -> dict[str, Any]:
+        """Baseline, epochs, final evaluation, summary.json; lets go of the run directory when it
+        ends, however it ends."""
+        try:
+            return self._train()
+        finally:
+            self.close()
+
+    def _train(self) -> dict[str, Any]:
         cfg, t_start = self.cfg, time.time()
         if self.baseline is None:  # measured once, after the warm start and before any PPO
             self.baseline = self.evaluate(name="baseline")
