@@ -188,6 +188,12 @@ def _evaluate(args: argparse.Namespace) -> int:
                    make_env=make_env)
     rows = {"policy": res, **reference_rows(tok, seeds, cfg, make_env)}
     print(format_table(rows, get_task(cfg.task).headline))
+    hit = {name: r for name, r in rows.items()
+           if r.get("lost_episodes") or r.get("replayed_episodes")}
+    if hit:  # the game server lost sessions mid-episode (gamerl.sessions)
+        print("episodes whose server session was lost: " + ", ".join(
+            f"{name} {r['replayed_episodes']} replayed, {r['lost_episodes']} dropped (left out "
+            "of the table)" for name, r in hit.items()))
     if "per_rule_pass_rate" in res:
         print("per-rule pass rate (policy):",
               " ".join(f"{i + 1}:{r:.2f}" for i, r in enumerate(res["per_rule_pass_rate"])))

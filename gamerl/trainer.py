@@ -37,7 +37,7 @@ import math
 import random
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -458,6 +458,22 @@ def scalars(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
 
 
+def without_lost(batch: PPOBatch) -> PPOBatch:
+    """The batch without the episodes whose server session was lost (gamerl.sessions): they
+    carry no loss already (mask 0), but GRPO's group baselines and the whitening must not see
+    them either. Their mask is 0, so they own no packed support rows: the rows keep their order."""
+    keep = [i for i, ep in enumerate(batch.episodes) if not ep.lost]
+    if len(keep) == len(batch):
+        return batch
+    idx = torch.tensor(keep, dtype=torch.long, device=batch.input_ids.device)
+    rows = {name: getattr(batch, name)[idx] for name in (
+        "input_ids", "attention_mask", "mask", "env_rewards", "gen_logprobs", "old_logprobs",
+        "old_values", "ref_logprobs", "group_ids")}
+    index = support_rows(rows["mask"]) if batch.support is not None else None
+    return replace(batch, episodes=[batch.episodes[i] for i in keep], support_index=index,
+                   **rows)
+
+
 def default_run_dir(cfg: TrainConfig) -> Path:
     return Path("checkpoints") / f"{cfg.preset or 'run'}-{datetime.now():%Y%m%d-%H%M%S}"
 
@@ -658,11 +674,20 @@ class Trainer:
         cfg = self.cfg
         instances = epoch_seeds(cfg, epoch, self.stage(), self.replay)
         batch = collect(self.policy, self.reference, self.tokenizer, instances, self.make_env, cfg)
-        adv_stats = compute_advantages(batch, cfg)
-        upd_stats = ppo_update(self.policy, self.optimizer, batch, cfg)
+        episodes = batch.episodes  # with the lost ones, which the log counts
+        batch = without_lost(batch)
+        if len(batch):
+            adv_stats = compute_advantages(batch, cfg)
+            upd_stats = ppo_update(self.policy, self.optimizer, batch, cfg)
+        else:  # the server lost every session: nothing to learn from, but the run goes on
+            log.warning("epoch %d: every episode lost its server session; no update", epoch)
+            adv_stats = {"kl_ref": math.nan}
+            upd_stats = {"skipped_updates": 0, "optimizer_steps": 0}
         extra = self.after_epoch(batch.episodes)
 
-        roll = summarize(batch.episodes, cfg)
+        roll = summarize(episodes, cfg)
+        if not len(batch):
+            roll["reward"] = math.nan  # no result: never a "best" epoch
         policy_tokens = float(batch.mask.sum())
         metrics = {"kind": "epoch", "epoch": epoch,
                    **{f"rollout/{k}": v for k, v in roll.items()},
@@ -670,7 +695,7 @@ class Trainer:
                    "perf/rollout_seconds": batch.rollout_seconds,
                    "perf/rollout_tokens_per_s": policy_tokens / max(batch.rollout_seconds, 1e-9),
                    "perf/score_seconds": batch.score_seconds, **extra}
-        self.tracker.log_episodes([ep.record() for ep in batch.episodes], epoch)
+        self.tracker.log_episodes([ep.record() for ep in episodes], epoch)
         return metrics
 
     def after_epoch(self, episodes: list[Episode]) -> dict[str, Any]:
