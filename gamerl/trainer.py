@@ -663,7 +663,7 @@ class Trainer:
                                      self.cfg, greedy=greedy, make_env=self.make_env,
                                      sample_seed=self.cfg.seed + 1234, return_episodes=True)
         if name is not None:
-            table = episode_table(episodes, self.cfg.task)
+            table = episode_table([ep for ep in episodes if not ep.lost], self.cfg.task)
             (self.run_dir / f"samples_{name}.md").write_text(
                 f"# Sample held-out episodes: {name}\n\n{table}\n")
         return metrics
