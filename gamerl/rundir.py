@@ -131,6 +131,12 @@ def open_run(run_dir: Path, resume: bool) -> Optional[Path]:
         raise CheckpointError(f"--resume refused, nothing was changed: {e}. Restore a sound "
                               "copy of last/, or start a new run in another directory "
                               "(--out)") from e
+    if last is not None and (run_dir / "best").exists():
+        try:  # the resumed run compares against best/'s reward: it must be sound too
+            find_checkpoint(run_dir / "best", require=(STATE_FILE,))
+        except CheckpointError as e:
+            raise CheckpointError(f"--resume refused, nothing was changed: {e}. Move best/ "
+                                  "away to continue without it") from e
     if last is None:
         went_further = [f"{name}/" for name in ("best",) if (run_dir / name).exists()]
         epochs = _epochs_recorded(run_dir)

@@ -48,8 +48,8 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from . import ppo
-from .checkpoint import (STATE_FILE, CheckpointError, find_checkpoint, load_checkpoint_state,
-                         save_checkpoint, set_rng_state)
+from .checkpoint import (STATE_FILE, CheckpointError, load_checkpoint_state, save_checkpoint,
+                         set_rng_state)
 from .config import TrainConfig
 from .evaluate import eval_instances, evaluate, format_table, local_env_factory, reference_rows
 from .games import get_task
@@ -603,8 +603,8 @@ class Trainer:
                                      if k in TrainerState.__dataclass_fields__})
         # best/ can be newer and better than last/ (save_every > 1, or a kill between the two
         # saves of an epoch): compare against it, or the next epoch overwrites a better model.
-        best = find_checkpoint(self.run_dir / "best", require=(STATE_FILE,))
-        if best is not None:
+        best = self.run_dir / "best"  # checked by open_run
+        if best.exists():
             best_state = json.loads((best / STATE_FILE).read_text())
             if best_state.get("best_reward", -math.inf) > self.state.best_reward:
                 self.state.best_reward = best_state["best_reward"]

@@ -148,6 +148,13 @@ def test_resume_never_replaces_a_better_best(run, tiny_dir):
     release(t)
 
 
+def test_resume_refuses_a_damaged_best(run):
+    """The resumed run compares against best/'s reward, so best/ must be sound as well."""
+    cfg, run_dir = run
+    (run_dir / "best" / "trainer_state.json").write_text("{}")
+    assert "best" in refuses(cfg, run_dir)
+
+
 # ----------------------------------------------------------------------------- 2. no code runs
 
 
