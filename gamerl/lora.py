@@ -252,8 +252,9 @@ def load_lora_policy(base: str, directory: str | Path, *, trainable: bool = True
     if (directory / "tokenizer_config.json").exists():
         tokenizer = load_tokenizer(str(directory))
     policy = PolicyWithValue(load_adapters(lm, directory, trainable=trainable))
-    policy.value_head.load_state_dict(torch.load(head_file, map_location=policy.device,
-                                                 weights_only=True))
+    from .checkpoint import load_tensors
+
+    policy.value_head.load_state_dict(load_tensors(head_file, map_location=policy.device))
     return policy, tokenizer
 
 

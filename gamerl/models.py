@@ -571,9 +571,10 @@ class PolicyWithValue(nn.Module):
         dtype = dtype or default_dtype(device)
         lm = _load_lm(str(directory), device, dtype,
                       attn_implementation or default_attn_implementation(device, dtype))
+        from .checkpoint import load_tensors
+
         policy = cls(lm)
-        policy.value_head.load_state_dict(torch.load(head_file, map_location=device,
-                                                     weights_only=True))
+        policy.value_head.load_state_dict(load_tensors(head_file, map_location=device))
         return policy
 
 

@@ -525,6 +525,9 @@ class Trainer:
         """Refuse or recover (gamerl.rundir.open_run), then load the models and the state."""
         cfg = self.cfg
         last = open_run(self.run_dir, resume)
+        # Everything of last/ that is not a model, read now: a refusal must come before any
+        # write (config.json is written after the models load, for a resumed run).
+        saved = load_checkpoint_state(last, verify=False) if last is not None else None
         if resume and last is None:
             print(f"resuming {self.run_dir} before its first PPO checkpoint: the warm start and "
                   "baseline continue from what was saved", flush=True)
@@ -540,7 +543,8 @@ class Trainer:
                     f"--resume refused, nothing was changed: {ws_dir} is missing or was made "
                     "with other warm-start settings, and last/ was trained from it (it is the "
                     "KL reference, and the base of LoRA adapters)")
-        cfg.save(self.run_dir / "config.json")
+        if last is None:  # first: a warm start killed now resumes with these settings
+            cfg.save(self.run_dir / "config.json")
         seed_everything(cfg.seed)
         device = torch.device(cfg.device) if cfg.device else None
         dtype = resolve_dtype(cfg)
@@ -581,7 +585,8 @@ class Trainer:
         self.replay = FailureReplay(cfg.replay_capacity) if cfg.replay_fraction > 0 else None
 
         if last is not None:
-            self._restore(last)
+            self._restore(last, saved)
+            cfg.save(self.run_dir / "config.json")
         baseline_file = self.run_dir / "baseline.json"
         self.baseline = json.loads(baseline_file.read_text()) if baseline_file.exists() else None
         self.tracker = Tracker(self.run_dir, cfg.to_dict(), mode=cfg.wandb_mode,
@@ -589,11 +594,11 @@ class Trainer:
                                name=self.run_dir.name)
         self.state.wandb_id = self.tracker.run_id
 
-    def _restore(self, last: Path) -> None:
+    def _restore(self, last: Path, saved: dict[str, Any]) -> None:
         """Optimizer, counters, curriculum, replay buffer and RNG from ``last`` (checked by
-        open_run); the records of epochs after it are dropped (the kill interrupted them)."""
+        open_run, read by load_checkpoint_state); the records of epochs after it are dropped
+        (the kill interrupted them)."""
         cfg = self.cfg
-        saved = load_checkpoint_state(last, verify=False)
         changed = {k: (v, getattr(cfg, k)) for k, v in saved["train_config"].items()
                    if hasattr(cfg, k) and getattr(cfg, k) != v}
         if changed:

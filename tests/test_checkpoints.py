@@ -191,18 +191,17 @@ def test_every_checkpoint_file_loads_without_unpickling_objects(run):
             json.loads(f.read_text())
 
 
-def test_a_crafted_optimizer_file_is_refused_even_with_a_matching_manifest(run, tmp_path):
+@pytest.mark.parametrize("name", ["optimizer.pt", "value_head.pt"])
+def test_a_crafted_tensor_file_is_refused_even_with_a_matching_manifest(run, tmp_path, name):
     """The manifest guards against damage, not attacks: an attacker can rewrite it. The
-    loaders themselves must never run code."""
+    loaders themselves must never run code, and the refusal changes nothing."""
     from gamerl.checkpoint import write_manifest
 
     cfg, run_dir = run
     marker = tmp_path / "pwned"
-    torch.save({"state": {0: _Payload(marker)}, "param_groups": []},
-               run_dir / "last" / "optimizer.pt")
+    torch.save({"state": {0: _Payload(marker)}, "param_groups": []}, run_dir / "last" / name)
     write_manifest(run_dir / "last")
-    with pytest.raises((RuntimeError, OSError)):
-        Trainer(cfg, run_dir, resume=True)
+    assert name in refuses(cfg, run_dir, match="more than tensors")
     assert not marker.exists()
 
 
