@@ -154,9 +154,10 @@ class TrainConfig:
     # observation (>= 5 characters), so the rest is what RL must discover.
     warmstart_extra_prob: float = 0.5
     # A killed warm start continues from its last checkpoint (RUN/warmstart_progress: weights,
-    # optimizer, sampler state), written at most this often: it bounds the work a kill loses
-    # whatever the model size (0: after every step, for tests).
-    warmstart_checkpoint_seconds: float = 60.0
+    # optimizer, sampler state), written this often: it bounds the work a kill loses whatever
+    # the model size, unless saving takes over a tenth of the time, then less often (a 150-step
+    # Qwen3-0.6B warm start takes about 6 minutes; 0: after every step, for tests).
+    warmstart_checkpoint_seconds: float = 30.0
 
     # ------------------------------------------------------------------ bookkeeping
     out_dir: Optional[str] = None  # None: checkpoints/<preset>-<timestamp>

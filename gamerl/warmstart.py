@@ -20,8 +20,8 @@ teach it the *format* with demonstrations:
 The result is cached in ``<run_dir>/warmstart`` with a marker of the settings that made it; a
 resumed run with the same settings loads it instead of training again. While it trains, the warm
 start checkpoints itself to ``<run_dir>/warmstart_progress`` (weights, AdamW state, the batch
-sampler's state, the losses so far) at most every ``warmstart_checkpoint_seconds``: a killed warm
-start continues from there, with the same result as an uninterrupted one. Both are sealed,
+sampler's state, the losses so far) every ``warmstart_checkpoint_seconds``, or less often when
+saving would take more than a tenth of the time: a killed warm start continues from there, with the same result as an uninterrupted one. Both are sealed,
 checked checkpoints (gamerl.checkpoint); the progress checkpoint is removed once the result is
 written.
 """
@@ -196,7 +196,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     bar = tqdm(range(len(losses), cfg.warmstart_steps), desc="warm start (SFT)",
                disable=not progress, mininterval=1.0, leave=False, initial=len(losses),
                total=cfg.warmstart_steps)
-    saved_at = time.time()
+    saved_at, save_cost = time.time(), 0.0
     for _ in bar:
         batch = rng.sample(examples, min(cfg.warmstart_batch_size, len(examples)))
         loss = sft_loss(lm, batch, tokenizer.pad_token_id)
@@ -206,10 +206,15 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
         optimizer.step()
         losses.append(loss.item())
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
-        if time.time() - saved_at >= cfg.warmstart_checkpoint_seconds:
+        # Every warmstart_checkpoint_seconds, but at most ~10% of the time on saving (a
+        # Qwen3-0.6B save writes weights and AdamW state, seconds each time).
+        every = cfg.warmstart_checkpoint_seconds
+        if time.time() - saved_at >= (max(every, 9 * save_cost) if every > 0 else 0):
+            t_save = time.time()
             _save_progress(progress_dir, cfg, lm, optimizer, rng, losses,
-                           seconds_before + time.time() - t0)
+                           seconds_before + t_save - t0)
             saved_at = time.time()
+            save_cost = saved_at - t_save
     lm.eval()
     k = max(1, min(10, len(losses)))
     stats = {"loss_first": sum(losses[:k]) / k, "loss_last": sum(losses[-k:]) / k,
