@@ -239,6 +239,7 @@ def find_checkpoint(path: str | Path, *, verify: bool = True,
     path = Path(path)
     old = path.parent / f".{path.name}.old"
     tmps = sorted(path.parent.glob(f".{path.name}.tmp-*"))
+
     def age(d: Path) -> Optional[int]:  # None: absent; -1: there but unsealed
         return None if not d.exists() else _created(d) if is_sealed(d) else -1
 
@@ -257,7 +258,6 @@ def find_checkpoint(path: str | Path, *, verify: bool = True,
         log.warning("recovering %s from %s: its write was complete, the rename was interrupted",
                     path, tmp)
         _install(tmp, path)
-        current = _created(path)
         break
     if not path.exists() and old.exists():
         log.warning("recovering %s from %s (interrupted replacement)", path, old)

@@ -247,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--env-config", dest="env_config",
                    help="env_config.json (default: the one next to --config)")
     t.add_argument("--out", help="run directory (default checkpoints/<preset>-<timestamp>)")
-    t.add_argument("--resume", action="store_true", help="continue from OUT/last")
+    t.add_argument("--resume", action="store_true", help="continue from OUT/last (refused, "
+                   "changing nothing, when it is missing or damaged: docs/training.md)")
     t.add_argument("--epochs", type=int)
     t.add_argument("--episodes-per-epoch", dest="episodes_per_epoch", type=int)
     t.add_argument("--eval-episodes", dest="eval_episodes", type=int)

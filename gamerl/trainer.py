@@ -500,7 +500,10 @@ class Trainer:
 
     ``resume=True`` continues from ``run_dir/last`` (model, value head, optimizer, RNG, counters)
     with ``cfg`` as given (the CLI passes the run's own config.json plus explicit overrides, such
-    as more epochs); fields that differ from the checkpoint's config are logged.
+    as more epochs); fields that differ from the checkpoint's config are logged. The Trainer
+    holds the run directory (a lock) until ``train()`` ends or ``close()``; it refuses, before
+    writing anything, a directory in use, a fresh start in a directory that holds a run, and a
+    resume it cannot continue exactly (gamerl.rundir).
     """
 
     def __init__(self, cfg: TrainConfig, run_dir: str | Path | None = None, *, resume: bool = False,
