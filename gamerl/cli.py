@@ -87,7 +87,13 @@ def _train(args: argparse.Namespace) -> int:
     if env_url:
         from .evaluate import http_env_factory
         make_env = http_env_factory(cfg, env_url)
-    trainer = Trainer(cfg, out, resume=args.resume, make_env=make_env)
+    from .checkpoint import CheckpointError
+    from .rundir import RunLockedError
+
+    try:
+        trainer = Trainer(cfg, out, resume=args.resume, make_env=make_env)
+    except (CheckpointError, RunLockedError, FileExistsError) as e:
+        raise SystemExit(f"gamerl train: {e}") from None  # a refusal: nothing was changed
     summary = trainer.train()
     wall = time.time() - t0
     print()
@@ -108,16 +114,32 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_checkpoint(ckpt: Path) -> None:
+    """Refuse a damaged checkpoint (CheckpointError); one without a manifest (an older gamerl,
+    or not a run's) cannot be checked: say so and go on (its weights are safetensors)."""
+    from .checkpoint import MANIFEST_FILE, verify_checkpoint
+
+    if (ckpt / MANIFEST_FILE).exists():
+        verify_checkpoint(ckpt)
+    else:
+        logging.getLogger("gamerl").warning("%s has no %s: its files cannot be checked", ckpt,
+                                            MANIFEST_FILE)
+
+
 def load_checkpoint_lm(ckpt: Path, cfg, device=None):
     """(lm, tokenizer) of a checkpoint directory: a full model, or LoRA adapters (then on top of
-    the run's base: its warm-start model if it had one, else ``cfg.model``)."""
+    the run's base: its warm-start model if it had one, else ``cfg.model``), each checked
+    against its manifest first."""
     from .models import load_policy
 
+    check_checkpoint(ckpt)
     if (ckpt / "adapter_config.json").exists():
         from .lora import load_lora_policy
 
         base = ckpt.parent / "warmstart" if cfg.warmstart else None
         base = str(base) if base is not None and base.exists() else cfg.model
+        if base != cfg.model:
+            check_checkpoint(Path(base))
         policy, tok = load_lora_policy(base, ckpt, trainable=False, device=device)
         return policy.lm, tok
     return load_policy(str(ckpt), device=device)
@@ -140,7 +162,12 @@ def _evaluate(args: argparse.Namespace) -> int:
         cfg = cfg.replace(device=args.device)
     if (args.opponent or args.games) and cfg.task != "openspiel":
         raise SystemExit(f"--opponent/--games are for OpenSpiel runs; this run's task is {cfg.task}")
-    lm, tok = load_checkpoint_lm(ckpt, cfg, device=cfg.device)
+    from .checkpoint import CheckpointError
+
+    try:
+        lm, tok = load_checkpoint_lm(ckpt, cfg, device=cfg.device)
+    except CheckpointError as e:
+        raise SystemExit(f"gamerl evaluate: {e}") from None
     make_env = None
     if args.env_url:
         from .evaluate import http_env_factory
@@ -161,6 +188,12 @@ def _evaluate(args: argparse.Namespace) -> int:
                    make_env=make_env)
     rows = {"policy": res, **reference_rows(tok, seeds, cfg, make_env)}
     print(format_table(rows, get_task(cfg.task).headline))
+    hit = {name: r for name, r in rows.items()
+           if r.get("lost_episodes") or r.get("replayed_episodes")}
+    if hit:  # the game server lost sessions mid-episode (gamerl.sessions)
+        print("episodes whose server session was lost: " + ", ".join(
+            f"{name} {r['replayed_episodes']} replayed, {r['lost_episodes']} dropped (left out "
+            "of the table)" for name, r in hit.items()))
     if "per_rule_pass_rate" in res:
         print("per-rule pass rate (policy):",
               " ".join(f"{i + 1}:{r:.2f}" for i, r in enumerate(res["per_rule_pass_rate"])))
@@ -170,8 +203,15 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
+    from .checkpoint import CheckpointError
     from .lora import merge_adapters
 
+    try:
+        check_checkpoint(Path(args.adapters))
+        if Path(args.base).is_dir():
+            check_checkpoint(Path(args.base))
+    except CheckpointError as e:
+        raise SystemExit(f"gamerl merge: {e}") from None
     print(merge_adapters(args.base, args.adapters, args.output))
     return 0
 
@@ -207,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--env-config", dest="env_config",
                    help="env_config.json (default: the one next to --config)")
     t.add_argument("--out", help="run directory (default checkpoints/<preset>-<timestamp>)")
-    t.add_argument("--resume", action="store_true", help="continue from OUT/last")
+    t.add_argument("--resume", action="store_true", help="continue from OUT/last (refused, "
+                   "changing nothing, when it is missing or damaged: docs/training.md)")
     t.add_argument("--epochs", type=int)
     t.add_argument("--episodes-per-epoch", dest="episodes_per_epoch", type=int)
     t.add_argument("--eval-episodes", dest="eval_episodes", type=int)

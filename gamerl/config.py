@@ -159,6 +159,11 @@ class TrainConfig:
     # with this probability: the demonstrations only have to satisfy the rule shown in the first
     # observation (>= 5 characters), so the rest is what RL must discover.
     warmstart_extra_prob: float = 0.5
+    # A killed warm start continues from its last checkpoint (RUN/warmstart_progress: weights,
+    # optimizer, sampler state), written this often: it bounds the work a kill loses whatever
+    # the model size, unless saving takes over a tenth of the time, then less often (a 150-step
+    # Qwen3-0.6B warm start takes about 6 minutes; 0: after every step, for tests).
+    warmstart_checkpoint_seconds: float = 30.0
 
     # ------------------------------------------------------------------ bookkeeping
     out_dir: Optional[str] = None  # None: checkpoints/<preset>-<timestamp>
@@ -215,6 +220,7 @@ class TrainConfig:
              "wandb_mode: 'offline', 'online' or 'disabled'")
         need(self.temperature > 0, "temperature must be > 0 (use evaluate(greedy=True) for argmax)")
         need(self.max_new_tokens >= 1, "max_new_tokens >= 1")
+        need(self.warmstart_checkpoint_seconds >= 0, "warmstart_checkpoint_seconds >= 0")
         if self.advantage_estimator == "grpo":
             need(self.group_size >= 2 and self.episodes_per_epoch % self.group_size == 0,
                  "grpo needs group_size >= 2 dividing episodes_per_epoch")

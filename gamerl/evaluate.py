@@ -8,7 +8,9 @@ All of them play through the same ``rollout`` and are scored by the same ``episo
     reward             mean episode return (sum of the env's per-turn rewards, unscaled)
     success_rate       fraction of episodes won (Password Game: all ``num_rules`` rules hold;
                        Wordle: the word found; OpenSpiel: the game won)
-    episodes           how many episodes (one per held-out instance)
+    episodes           how many episodes (one per held-out instance, less lost ones)
+    lost_episodes      episodes dropped because the game server lost their session and
+                       replaying them failed (gamerl.sessions); replayed_episodes: rebuilt ones
     turns              mean turns played
     + the task's own numbers (``gamerl.games``). The Password Game's:
     rules_satisfied    mean number of revealed rules the LAST password satisfies
@@ -35,13 +37,16 @@ def episode_metrics(episodes: Sequence[Episode], cfg) -> dict[str, Any]:
     """The generic numbers (reward, success_rate, episodes, turns) and the task's own
     (``Task.metrics``: rules satisfied and per-rule pass rates, Wordle's guesses and invalid
     rate, OpenSpiel's win/draw/loss rates per game with confidence intervals)."""
-    n = len(episodes)
+    kept = [ep for ep in episodes if not ep.lost]  # a lost session's episode has no result
+    n = len(kept)
     div = max(n, 1)
-    out = {"reward": sum(ep.total_reward for ep in episodes) / div,
-           "success_rate": sum(ep.success for ep in episodes) / div,
+    out = {"reward": sum(ep.total_reward for ep in kept) / div,
+           "success_rate": sum(ep.success for ep in kept) / div,
            "episodes": n,
-           "turns": sum(len(ep.turns) for ep in episodes) / div}
-    out.update(get_task(cfg.task).metrics(episodes, cfg))
+           "turns": sum(len(ep.turns) for ep in kept) / div,
+           "lost_episodes": len(episodes) - n,
+           "replayed_episodes": sum(ep.replays > 0 for ep in episodes)}
+    out.update(get_task(cfg.task).metrics(kept, cfg))
     return out
 
 
@@ -52,8 +57,12 @@ def local_env_factory(cfg) -> Callable[..., Any]:
 
 def http_env_factory(cfg, base_url: str) -> Callable[..., Any]:
     """Environments served by the task's FastAPI server (``python -m tasks.<game>.server``):
-    the same game and results over HTTP, one session per episode."""
-    return get_task(cfg.task).http_env_factory(cfg, base_url)
+    the same game and results over HTTP, one session per episode. A session the server loses
+    mid-episode is rebuilt by replaying the episode (gamerl.sessions)."""
+    from .sessions import ReplayingEnv
+
+    make_env = get_task(cfg.task).http_env_factory(cfg, base_url)
+    return lambda *args: ReplayingEnv(make_env(*args))
 
 
 def eval_instances(cfg, n: Optional[int] = None, overrides: Optional[dict] = None) -> list:

@@ -229,6 +229,9 @@ def load_adapters(base_lm: nn.Module, directory: str | Path, trainable: bool = T
     if not (directory / ADAPTER_CONFIG).exists():
         raise FileNotFoundError(f"{directory / ADAPTER_CONFIG} not found: not an adapter "
                                 "directory (save_adapters / PolicyWithValue.save of a LoRA policy)")
+    if not (directory / ADAPTER_WEIGHTS).exists():  # never fall back to a pickled .bin
+        raise FileNotFoundError(f"{directory / ADAPTER_WEIGHTS} not found: adapters are loaded "
+                                "from safetensors only")
     with _quiet_peft():
         return PeftModel.from_pretrained(base_lm, str(directory), is_trainable=trainable)
 
@@ -249,8 +252,9 @@ def load_lora_policy(base: str, directory: str | Path, *, trainable: bool = True
     if (directory / "tokenizer_config.json").exists():
         tokenizer = load_tokenizer(str(directory))
     policy = PolicyWithValue(load_adapters(lm, directory, trainable=trainable))
-    policy.value_head.load_state_dict(torch.load(head_file, map_location=policy.device,
-                                                 weights_only=True))
+    from .checkpoint import load_tensors
+
+    policy.value_head.load_state_dict(load_tensors(head_file, map_location=policy.device))
     return policy, tokenizer
 
 

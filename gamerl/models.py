@@ -369,7 +369,9 @@ def load_tokenizer(path_or_id: str) -> PreTrainedTokenizerFast:
 
 
 def _load_lm(path: str, device: torch.device, dtype: torch.dtype, attn: str) -> PreTrainedModel:
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn)
+    # safetensors only: a pickled pytorch_model.bin planted in a checkpoint is never read.
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn,
+                                                 use_safetensors=True)
     return model.to(device)
 
 
@@ -629,9 +631,10 @@ class PolicyWithValue(nn.Module):
         dtype = dtype or default_dtype(device)
         lm = _load_lm(str(directory), device, dtype,
                       attn_implementation or default_attn_implementation(device, dtype))
+        from .checkpoint import load_tensors
+
         policy = cls(lm)
-        policy.value_head.load_state_dict(torch.load(head_file, map_location=device,
-                                                     weights_only=True))
+        policy.value_head.load_state_dict(load_tensors(head_file, map_location=device))
         return policy
 
 

@@ -45,6 +45,7 @@ the empty password, a valid (bad) move, never an exception.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence
@@ -52,8 +53,11 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 import torch
 
 from .games import get_task, instance_seed
+from .sessions import EpisodeLost
 from .models import ENDOFTEXT, IM_END, chat_prompt
 from .scoring import Sampling, SampledLogprobs, sampling_processors
+
+log = logging.getLogger("gamerl")
 
 # ----------------------------------------------------------------------------- extraction
 
@@ -196,6 +200,10 @@ class Episode:
     last_obs: dict[str, Any] = field(default_factory=dict)
     final_info: dict[str, Any] = field(default_factory=dict)
     instance: Any = None  # what the task started the episode from (a seed, or a dict)
+    # The server lost the session and replaying failed (gamerl.sessions): no result, no loss
+    # (its policy mask is zeroed), left out of every average. replays: sessions rebuilt.
+    lost: bool = False
+    replays: int = 0
 
     @property
     def outcome(self) -> Optional[str]:
@@ -232,6 +240,8 @@ class Episode:
                        passwords=out["actions"])
         if self.outcome is not None:
             out["outcome"] = self.outcome
+        if self.lost or self.replays:
+            out.update(lost=self.lost, session_replays=self.replays)
         return out
 
 
@@ -402,7 +412,11 @@ def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[Any], make_env: Calla
                 ep.rewards += [0.0] * n
                 text = tokenizer.decode(answer.token_ids, skip_special_tokens=True)
                 action = task.extract(text)
-                obs, reward, done, info = envs[i].submit(action)
+                try:
+                    obs, reward, done, info = envs[i].submit(action)
+                except EpisodeLost as e:
+                    drop_lost(ep, e)
+                    continue
                 ep.rewards[-1] += float(reward)  # the turn's reward on its last policy token
                 stats = task.turn_stats(info)
                 ep.turns.append(Turn(answer=text, action=action, reward=float(reward),
@@ -420,14 +434,23 @@ def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[Any], make_env: Calla
                 ep.policy_mask += [0] * len(env_ids)
                 ep.gen_logprobs += [0.0] * len(env_ids)
                 ep.rewards += [0.0] * len(env_ids)
-        for ep in episodes:  # max_turns below the game's max_steps ends episodes here
+        for ep, env in zip(episodes, envs):  # max_turns below max_steps ends episodes here
             ep.done = True
+            ep.replays = int(getattr(env, "replays", 0) or 0)
     finally:
         for env in envs:
             close = getattr(env, "close", None)
             if close is not None:
                 close()
     return episodes
+
+
+def drop_lost(ep: Episode, error: Exception) -> None:
+    """End an episode whose server session is gone for good: no loss on any of its tokens."""
+    log.warning("episode seed %s dropped after %d turns: %s", ep.seed, len(ep.turns), error)
+    ep.done = ep.lost = True
+    ep.policy_mask = [0] * len(ep.token_ids)
+    ep.rewards = [0.0] * len(ep.token_ids)
 
 
 # ----------------------------------------------------------------------------- to tensors
@@ -470,12 +493,15 @@ def episodes_to_batch(episodes: Sequence[Episode], pad_id: int) -> TokenBatch:
 def summarize(episodes: Sequence[Episode], cfg=None) -> dict[str, Any]:
     """Mean episode return, success rate, turns, policy tokens; with a TrainConfig ``cfg`` also
     the task's own numbers (``Task.metrics``: rules satisfied, win rate, ...), scalars only."""
+    everything, episodes = episodes, [ep for ep in episodes if not ep.lost]
     n = max(len(episodes), 1)
     out: dict[str, Any] = {"reward": sum(ep.total_reward for ep in episodes) / n,
                            "success_rate": sum(ep.success for ep in episodes) / n,
                            "turns": sum(len(ep.turns) for ep in episodes) / n,
                            "policy_tokens": sum(sum(ep.policy_mask) for ep in episodes) / n,
-                           "episodes": len(episodes)}
+                           "episodes": len(episodes),
+                           "lost_episodes": len(everything) - len(episodes),
+                           "replayed_episodes": sum(ep.replays > 0 for ep in everything)}
     if cfg is None:  # the Password Game's headline number, as before tasks existed
         if episodes and "rules_satisfied" in (episodes[0].turns[-1].stats if episodes[0].turns else {}):
             out["rules_satisfied"] = sum(ep.rules_satisfied for ep in episodes) / n
@@ -486,6 +512,6 @@ def summarize(episodes: Sequence[Episode], cfg=None) -> dict[str, Any]:
 
 
 __all__ = ["Answer", "Episode", "LMPolicy", "RolloutConfig", "ScriptedPolicy", "TokenBatch",
-           "Turn", "TurnPolicy", "encode", "env_turn_ids", "episodes_to_batch",
+           "Turn", "TurnPolicy", "drop_lost", "encode", "env_turn_ids", "episodes_to_batch",
            "extract_password", "feedback_message", "first_messages", "rollout", "stop_token_ids",
            "summarize"]

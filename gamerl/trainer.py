@@ -37,7 +37,7 @@ import math
 import random
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from . import ppo
-from .checkpoint import (find_checkpoint, load_checkpoint_state, save_checkpoint,
+from .checkpoint import (STATE_FILE, CheckpointError, load_checkpoint_state, save_checkpoint,
                          set_rng_state)
 from .config import TrainConfig
 from .evaluate import eval_instances, evaluate, format_table, local_env_factory, reference_rows
@@ -58,6 +58,7 @@ from .lora import LoraSettings, adapter_disabled, apply_lora, is_peft, load_4bit
 from .models import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, lm_head, lm_trunk,
                      load_policy, load_reference, positions_from_mask, unwrap_lm)
 from .replay import FailureReplay
+from .rundir import RunLock, open_run
 from .samples import episode_table
 from .scoring import Sampling, score_tokens
 from .rollout import (Episode, LMPolicy, RolloutConfig, TokenBatch, episodes_to_batch, rollout,
@@ -495,6 +496,22 @@ def scalars(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
 
 
+def without_lost(batch: PPOBatch) -> PPOBatch:
+    """The batch without the episodes whose server session was lost (gamerl.sessions): they
+    carry no loss already (mask 0), but GRPO's group baselines and the whitening must not see
+    them either. Their mask is 0, so they own no packed support rows: the rows keep their order."""
+    keep = [i for i, ep in enumerate(batch.episodes) if not ep.lost]
+    if len(keep) == len(batch):
+        return batch
+    idx = torch.tensor(keep, dtype=torch.long, device=batch.input_ids.device)
+    rows = {name: getattr(batch, name)[idx] for name in (
+        "input_ids", "attention_mask", "mask", "env_rewards", "gen_logprobs", "old_logprobs",
+        "old_values", "ref_logprobs", "group_ids")}
+    index = support_rows(rows["mask"]) if batch.support is not None else None
+    return replace(batch, episodes=[batch.episodes[i] for i in keep], support_index=index,
+                   **rows)
+
+
 def default_run_dir(cfg: TrainConfig) -> Path:
     return Path("checkpoints") / f"{cfg.preset or 'run'}-{datetime.now():%Y%m%d-%H%M%S}"
 
@@ -521,7 +538,10 @@ class Trainer:
 
     ``resume=True`` continues from ``run_dir/last`` (model, value head, optimizer, RNG, counters)
     with ``cfg`` as given (the CLI passes the run's own config.json plus explicit overrides, such
-    as more epochs); fields that differ from the checkpoint's config are logged.
+    as more epochs); fields that differ from the checkpoint's config are logged. The Trainer
+    holds the run directory (a lock) until ``train()`` ends or ``close()``; it refuses, before
+    writing anything, a directory in use, a fresh start in a directory that holds a run, and a
+    resume it cannot continue exactly (gamerl.rundir).
     """
 
     def __init__(self, cfg: TrainConfig, run_dir: str | Path | None = None, *, resume: bool = False,
@@ -534,29 +554,45 @@ class Trainer:
         self.cfg = cfg
         self.task = get_task(cfg.task)
         self.run_dir = Path(run_dir or cfg.out_dir or default_run_dir(cfg))
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        # One writer per run directory, taken before anything in it is read or written.
+        self._lock = RunLock(self.run_dir)
+        try:
+            self._open(resume, make_env)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _open(self, resume: bool, make_env: Optional[Callable[[], Any]]) -> None:
+        """Refuse or recover (gamerl.rundir.open_run), then load the models and the state."""
+        cfg = self.cfg
+        last = open_run(self.run_dir, resume)
+        # Everything of last/ that is not a model, read now: a refusal must come before any
+        # write (config.json is written after the models load, for a resumed run).
+        saved = load_checkpoint_state(last, verify=False) if last is not None else None
+        if resume and last is None:
+            print(f"resuming {self.run_dir} before its first PPO checkpoint: the warm start and "
+                  "baseline continue from what was saved", flush=True)
         self.make_env = make_env or local_env_factory(cfg)
         self.state = TrainerState()
-        last = find_checkpoint(self.run_dir / "last")
-        if last is not None and not resume:
-            raise FileExistsError(f"{self.run_dir} already holds a checkpoint ({last}): resume "
-                                  "it (--resume) or choose another run directory (--out)")
-        if resume and last is None:
-            log.warning("resume: no checkpoint in %s; starting from scratch", self.run_dir / "last")
-        if last is None:  # a fresh run: no logs or baseline from an earlier attempt
-            for name in (METRICS_JSONL, EPISODES_JSONL, "baseline.json", "summary.json"):
-                (self.run_dir / name).unlink(missing_ok=True)
-        cfg.save(self.run_dir / "config.json")
+        # The warm start is a checkpoint of this run too: check it before writing anything.
+        init, self.warmstart_stats = cfg.model, None
+        ws_dir = self.run_dir / "warmstart"
+        if cfg.warmstart:
+            self.warmstart_stats = cached_warm_start(cfg, ws_dir)
+            if self.warmstart_stats is None and last is not None:
+                raise CheckpointError(
+                    f"--resume refused, nothing was changed: {ws_dir} is missing or was made "
+                    "with other warm-start settings, and last/ was trained from it (it is the "
+                    "KL reference, and the base of LoRA adapters)")
+        if last is None:  # first: a warm start killed now resumes with these settings
+            cfg.save(self.run_dir / "config.json")
         seed_everything(cfg.seed)
         device = torch.device(cfg.device) if cfg.device else None
         dtype = resolve_dtype(cfg)
 
         # The initial policy: the warm-started model (cached in the run dir) or the model itself.
-        init, self.warmstart_stats = cfg.model, None
         if cfg.warmstart:
-            ws_dir = self.run_dir / "warmstart"
-            self.warmstart_stats = cached_warm_start(cfg, ws_dir)
-            if self.warmstart_stats is None:
+            if self.warmstart_stats is None:  # continues from warmstart_progress/ if killed
                 lm, tok = load_policy(cfg.model, device=device, dtype=dtype,
                                       attn_implementation=cfg.attn_implementation)
                 self.warmstart_stats = warm_start(lm, tok, cfg, ws_dir, progress=cfg.progress)
@@ -593,30 +629,51 @@ class Trainer:
         self.replay = FailureReplay(cfg.replay_capacity) if cfg.replay_fraction > 0 else None
 
         if last is not None:
-            saved = load_checkpoint_state(last)
-            changed = {k: (v, getattr(cfg, k)) for k, v in saved["train_config"].items()
-                       if hasattr(cfg, k) and getattr(cfg, k) != v}
-            if changed:
-                log.info("resume: config differs from the checkpoint's: %s", changed)
-            if "optimizer" in saved:
-                self.optimizer.load_state_dict(saved["optimizer"])
-            self.state = TrainerState(**{k: v for k, v in saved["state"].items()
-                                         if k in TrainerState.__dataclass_fields__})
-            if self.curriculum is not None and self.state.curriculum:
-                self.curriculum.load_state_dict(self.state.curriculum)
-            if self.replay is not None and self.state.replay:
-                self.replay.load_state_dict(self.state.replay)
-            set_rng_state(saved["rng"])
-            for name in (METRICS_JSONL, EPISODES_JSONL):  # forget epochs the kill interrupted
-                truncate_jsonl(self.run_dir / name, self.state.epoch - 1)
-            print(f"resumed from {last}: continuing at epoch {self.state.epoch} of {cfg.epochs}",
-                  flush=True)
+            self._restore(last, saved)
+            cfg.save(self.run_dir / "config.json")
         baseline_file = self.run_dir / "baseline.json"
         self.baseline = json.loads(baseline_file.read_text()) if baseline_file.exists() else None
         self.tracker = Tracker(self.run_dir, cfg.to_dict(), mode=cfg.wandb_mode,
                                project=cfg.wandb_project, run_id=self.state.wandb_id,
                                name=self.run_dir.name)
         self.state.wandb_id = self.tracker.run_id
+
+    def _restore(self, last: Path, saved: dict[str, Any]) -> None:
+        """Optimizer, counters, curriculum, replay buffer and RNG from ``last`` (checked by
+        open_run, read by load_checkpoint_state); the records of epochs after it are dropped
+        (the kill interrupted them)."""
+        cfg = self.cfg
+        changed = {k: (v, getattr(cfg, k)) for k, v in saved["train_config"].items()
+                   if hasattr(cfg, k) and getattr(cfg, k) != v}
+        if changed:
+            log.info("resume: config differs from the checkpoint's: %s", changed)
+        self.optimizer.load_state_dict(saved["optimizer"])
+        self.state = TrainerState(**{k: v for k, v in saved["state"].items()
+                                     if k in TrainerState.__dataclass_fields__})
+        # best/ can be newer and better than last/ (save_every > 1, or a kill between the two
+        # saves of an epoch): compare against it, or the next epoch overwrites a better model.
+        best = self.run_dir / "best"  # checked by open_run
+        if best.exists():
+            best_state = json.loads((best / STATE_FILE).read_text())
+            if best_state.get("best_reward", -math.inf) > self.state.best_reward:
+                self.state.best_reward = best_state["best_reward"]
+                self.state.best_epoch = best_state.get("best_epoch", self.state.best_epoch)
+        if self.curriculum is not None and self.state.curriculum:
+            self.curriculum.load_state_dict(self.state.curriculum)
+        if self.replay is not None and self.state.replay:
+            self.replay.load_state_dict(self.state.replay)
+        set_rng_state(saved["rng"])
+        for name in (METRICS_JSONL, EPISODES_JSONL):  # forget epochs the kill interrupted
+            truncate_jsonl(self.run_dir / name, self.state.epoch - 1)
+        print(f"resumed from {last}: continuing at epoch {self.state.epoch} of {cfg.epochs}",
+              flush=True)
+
+    def close(self) -> None:
+        """Finish the logs and let go of the run directory (train() does this when it ends)."""
+        tracker = getattr(self, "tracker", None)
+        if tracker is not None:
+            tracker.finish()
+        self._lock.release()
 
     def _lora_policy(self, init: str, last: Optional[Path], device, dtype):
         """A LoRA policy on ``init``: fresh adapters, or the checkpoint's (resume). 4-bit base
@@ -655,7 +712,7 @@ class Trainer:
                                      self.cfg, greedy=greedy, make_env=self.make_env,
                                      sample_seed=self.cfg.seed + 1234, return_episodes=True)
         if name is not None:
-            table = episode_table(episodes, self.cfg.task)
+            table = episode_table([ep for ep in episodes if not ep.lost], self.cfg.task)
             (self.run_dir / f"samples_{name}.md").write_text(
                 f"# Sample held-out episodes: {name}\n\n{table}\n")
         return metrics
@@ -666,11 +723,20 @@ class Trainer:
         cfg = self.cfg
         instances = epoch_seeds(cfg, epoch, self.stage(), self.replay)
         batch = collect(self.policy, self.reference, self.tokenizer, instances, self.make_env, cfg)
-        adv_stats = compute_advantages(batch, cfg)
-        upd_stats = ppo_update(self.policy, self.optimizer, batch, cfg)
+        episodes = batch.episodes  # with the lost ones, which the log counts
+        batch = without_lost(batch)
+        if len(batch):
+            adv_stats = compute_advantages(batch, cfg)
+            upd_stats = ppo_update(self.policy, self.optimizer, batch, cfg)
+        else:  # the server lost every session: nothing to learn from, but the run goes on
+            log.warning("epoch %d: every episode lost its server session; no update", epoch)
+            adv_stats = {"kl_ref": math.nan}
+            upd_stats = {"skipped_updates": 0, "optimizer_steps": 0}
         extra = self.after_epoch(batch.episodes)
 
-        roll = summarize(batch.episodes, cfg)
+        roll = summarize(episodes, cfg)
+        if not len(batch):
+            roll["reward"] = math.nan  # no result: never a "best" epoch
         policy_tokens = float(batch.mask.sum())
         metrics = {"kind": "epoch", "epoch": epoch,
                    **{f"rollout/{k}": v for k, v in roll.items()},
@@ -678,7 +744,7 @@ class Trainer:
                    "perf/rollout_seconds": batch.rollout_seconds,
                    "perf/rollout_tokens_per_s": policy_tokens / max(batch.rollout_seconds, 1e-9),
                    "perf/score_seconds": batch.score_seconds, **extra}
-        self.tracker.log_episodes([ep.record() for ep in batch.episodes], epoch)
+        self.tracker.log_episodes([ep.record() for ep in episodes], epoch)
         return metrics
 
     def after_epoch(self, episodes: list[Episode]) -> dict[str, Any]:
@@ -702,6 +768,9 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, name: str, metrics: Optional[dict[str, Any]] = None) -> Path:
+        if not self._lock.held:  # another process may own the directory by now
+            raise RuntimeError(f"{self.run_dir} was released (train() ended or close() was "
+                               "called): this Trainer no longer writes there")
         if self.curriculum is not None:
             self.state.curriculum = self.curriculum.state_dict()
         if self.replay is not None:
@@ -711,6 +780,14 @@ class Trainer:
 
     # ------------------------------------------------------------------ the whole run
     def train(self) -> dict[str, Any]:
+        """Baseline, epochs, final evaluation, summary.json; lets go of the run directory when it
+        ends, however it ends."""
+        try:
+            return self._train()
+        finally:
+            self.close()
+
+    def _train(self) -> dict[str, Any]:
         cfg, t_start = self.cfg, time.time()
         if self.baseline is None:  # measured once, after the warm start and before any PPO
             self.baseline = self.evaluate(name="baseline")

@@ -18,7 +18,12 @@ teach it the *format* with demonstrations:
 * loss only on the answer tokens (prompt and feedback are context, not something to imitate).
 
 The result is cached in ``<run_dir>/warmstart`` with a marker of the settings that made it; a
-second run (or a resumed one) with the same settings loads it instead of training again.
+resumed run with the same settings loads it instead of training again. While it trains, the warm
+start checkpoints itself to ``<run_dir>/warmstart_progress`` (weights, AdamW state, the batch
+sampler's state, the losses so far) every ``warmstart_checkpoint_seconds``, or less often when
+saving would take more than a tenth of the time: a killed warm start continues from there, with the same result as an uninterrupted one. Both are sealed,
+checked checkpoints (gamerl.checkpoint); the progress checkpoint is removed once the result is
+written.
 """
 
 from __future__ import annotations
@@ -26,18 +31,24 @@ from __future__ import annotations
 import json
 import logging
 import random
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_model, save_model
 
-from .checkpoint import atomic_write_dir
+from .checkpoint import (OPTIMIZER_FILE, CheckpointError, atomic_write_dir, find_checkpoint,
+                         load_tensors)
 
 log = logging.getLogger("gamerl")
 
 MARKER = "warmstart.json"
+PROGRESS_DIR = "warmstart_progress"  # beside the warm start's own directory
+PROGRESS_FILE = "progress.json"
+WEIGHTS_FILE = "model.safetensors"
 WORDS = ("garden", "sunset", "planet", "forest", "silver", "rocket", "candle", "breeze", "harbor",
          "meadow", "puzzle", "window", "bottle", "falcon", "pencil", "orange", "tunnel", "basket",
          "guitar", "pepper")
@@ -128,19 +139,64 @@ def _marker(cfg) -> dict[str, Any]:
     return {k: getattr(cfg, k) for k in keys}
 
 
+def _save_progress(path: Path, cfg, lm, optimizer, rng: random.Random, losses: list[float],
+                   seconds: float) -> None:
+    """Everything the loop needs to continue at step ``len(losses)``, sealed."""
+    version, internal, gauss = rng.getstate()
+
+    def write(tmp: Path) -> None:
+        save_model(lm, str(tmp / WEIGHTS_FILE))  # safetensors; handles tied embeddings
+        torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
+        (tmp / PROGRESS_FILE).write_text(json.dumps(
+            {"settings": _marker(cfg), "losses": losses, "seconds": seconds,
+             "sampler": [version, list(internal), gauss]}) + "\n")
+
+    atomic_write_dir(path, write)
+
+
+def _load_progress(path: Path, cfg, lm, optimizer, rng: random.Random
+                   ) -> tuple[list[float], float]:
+    """Restore a warm-start checkpoint into ``lm``, ``optimizer`` and ``rng``; returns (losses,
+    seconds) so far, or ([], 0.0) when there is none for these settings (then it starts over,
+    and the next save replaces what was there)."""
+    try:
+        if find_checkpoint(path) is None:
+            return [], 0.0
+        data = json.loads((path / PROGRESS_FILE).read_text())
+    except (CheckpointError, OSError, ValueError) as e:
+        log.warning("warm start: not continuing from %s (%s); starting over", path, e)
+        return [], 0.0
+    if data.get("settings") != _marker(cfg):
+        log.warning("warm start: %s was made with other settings; starting over", path)
+        return [], 0.0
+    load_model(lm, str(path / WEIGHTS_FILE))
+    optimizer.load_state_dict(load_tensors(path / OPTIMIZER_FILE))
+    version, internal, gauss = data["sampler"]
+    rng.setstate((version, tuple(internal), gauss))
+    return list(data["losses"]), float(data["seconds"])
+
+
 def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) -> dict[str, Any]:
-    """Fine-tune ``lm`` in place on demonstrations and save it to ``out_dir`` (atomically).
-    Returns {"loss_first", "loss_last", "seconds", "steps"}."""
+    """Fine-tune ``lm`` in place on demonstrations and save it to ``out_dir`` (atomically),
+    continuing from ``warmstart_progress`` beside it when a previous attempt was killed.
+    Returns {"loss_first", "loss_last", "seconds", "steps"} (seconds over all attempts)."""
     from tqdm.auto import tqdm
 
+    out_dir = Path(out_dir)
+    progress_dir = out_dir.parent / PROGRESS_DIR
     t0 = time.time()
     examples = demonstrations(cfg, tokenizer, seed=cfg.seed)
     rng = random.Random(cfg.seed + 1)
     optimizer = torch.optim.AdamW(lm.parameters(), lr=cfg.warmstart_lr, weight_decay=0.0)
+    losses, seconds_before = _load_progress(progress_dir, cfg, lm, optimizer, rng)
+    if losses:
+        log.info("warm start: continuing at step %d of %d from %s", len(losses),
+                 cfg.warmstart_steps, progress_dir)
     lm.train()
-    losses = []
-    bar = tqdm(range(cfg.warmstart_steps), desc="warm start (SFT)", disable=not progress, mininterval=1.0,
-               leave=False)
+    bar = tqdm(range(len(losses), cfg.warmstart_steps), desc="warm start (SFT)",
+               disable=not progress, mininterval=1.0, leave=False, initial=len(losses),
+               total=cfg.warmstart_steps)
+    saved_at, save_cost = time.time(), 0.0
     for _ in bar:
         batch = rng.sample(examples, min(cfg.warmstart_batch_size, len(examples)))
         loss = sft_loss(lm, batch, tokenizer.pad_token_id)
@@ -150,10 +206,19 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
         optimizer.step()
         losses.append(loss.item())
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
+        # Every warmstart_checkpoint_seconds, but at most ~10% of the time on saving (a
+        # Qwen3-0.6B save writes weights and AdamW state, seconds each time).
+        every = cfg.warmstart_checkpoint_seconds
+        if time.time() - saved_at >= (max(every, 9 * save_cost) if every > 0 else 0):
+            t_save = time.time()
+            _save_progress(progress_dir, cfg, lm, optimizer, rng, losses,
+                           seconds_before + t_save - t0)
+            saved_at = time.time()
+            save_cost = saved_at - t_save
     lm.eval()
     k = max(1, min(10, len(losses)))
     stats = {"loss_first": sum(losses[:k]) / k, "loss_last": sum(losses[-k:]) / k,
-             "seconds": time.time() - t0, "steps": len(losses)}
+             "seconds": seconds_before + time.time() - t0, "steps": len(losses)}
 
     def write(tmp: Path) -> None:
         lm.save_pretrained(tmp)
@@ -162,19 +227,21 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
                                              indent=2, sort_keys=True) + "\n")
 
     atomic_write_dir(out_dir, write)
+    shutil.rmtree(progress_dir, ignore_errors=True)  # done: the result is in out_dir
     log.info("warm start: %d steps in %.1fs, loss %.3f -> %.3f", stats["steps"], stats["seconds"],
              stats["loss_first"], stats["loss_last"])
     return stats
 
 
 def cached_warm_start(cfg, out_dir: str | Path) -> Optional[dict[str, Any]]:
-    """The stats of a finished warm start in ``out_dir`` made with the same settings, else None."""
-    try:
-        data = json.loads((Path(out_dir) / MARKER).read_text())
-    except (OSError, ValueError):
+    """The stats of a finished warm start in ``out_dir`` made with the same settings, else None.
+    The directory is recovered and checked first (gamerl.checkpoint.find_checkpoint: call it
+    holding the run's lock); a damaged one raises CheckpointError."""
+    if find_checkpoint(out_dir) is None:
         return None
+    data = json.loads((Path(out_dir) / MARKER).read_text())
     return data["stats"] if data.get("settings") == _marker(cfg) else None
 
 
-__all__ = ["SUM25_RUNS", "cached_warm_start", "demo_password", "demonstrations",
+__all__ = ["PROGRESS_DIR", "SUM25_RUNS", "cached_warm_start", "demo_password", "demonstrations",
            "sft_loss", "warm_start"]

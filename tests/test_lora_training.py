@@ -103,3 +103,20 @@ def test_cli_evaluate_and_merge_a_lora_checkpoint(lora_run, tiny_dir, tmp_path):
     with torch.no_grad():
         assert torch.allclose(policy.lm(input_ids=ids).logits, standalone(input_ids=ids).logits,
                               atol=1e-4)
+
+
+@pytest.mark.slow
+def test_lora_resume_refuses_damaged_adapters(lora_run, tmp_path):
+    """A LoRA checkpoint is adapters + value head + optimizer: the manifest covers them too
+    (before: bytes overwritten in the adapters resumed without a word)."""
+    import shutil
+
+    out, trainer, _ = lora_run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns(".gamerl.lock"))
+    adapters = copy / "last" / "adapter_model.safetensors"
+    with open(adapters, "r+b") as f:
+        f.seek(adapters.stat().st_size // 2)
+        f.write(bytes(1024))
+    with pytest.raises(RuntimeError, match="adapter_model.safetensors"):
+        Trainer(trainer.cfg.replace(epochs=3), copy, resume=True)

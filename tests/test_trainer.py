@@ -166,14 +166,15 @@ def test_checkpoint_is_atomic_and_complete(setup, tmp_path, monkeypatch):
     save_checkpoint(target, policy, tok, opt, {"epoch": 1}, cfg.to_dict(), {"x": 1})
     names = {p.name for p in target.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", "value_head.pt", "optimizer.pt",
-            "rng.pt", "trainer_state.json", "train_config.json", "metrics.json"} <= names
+            "rng.json", "trainer_state.json", "train_config.json", "metrics.json",
+            "manifest.json"} <= names
     assert load_checkpoint_state(target)["state"]["epoch"] == 1
 
     # A failure in the middle of writing leaves the previous checkpoint intact and no debris.
     real_save = torch.save
 
     def failing_save(obj, f, *a, **k):
-        if str(f).endswith("rng.pt"):
+        if str(f).endswith("optimizer.pt"):
             raise OSError("disk full")
         return real_save(obj, f, *a, **k)
 

@@ -21,10 +21,12 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import asyncio
+import builtins
 import dataclasses
 import gc
 import importlib
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -32,6 +34,7 @@ import tracemalloc
 import weakref
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -479,6 +482,76 @@ def test_export_cli_parquet(tmp_path):
     with pytest.raises(SystemExit, match="overlap"):
         export.main(["--game", "wordle", "--train", "5", "--val", "2", "--out", str(out),
                      "--val-seed-start", "3"])
+
+
+# ----------------------------------------------------------------------------- resume guard
+# verl resumes with torch.load(weights_only=False); launch.sh checks the files first. No verl
+# needed: the checkpoints below have the layout verl 0.9 writes.
+
+
+class _Payload:
+    """Unpickling this creates ``marker``: stands for any code a crafted file runs."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (builtins.open, (self.marker, "w"))
+
+
+def _verl_checkpoint(root: Path, extra_state) -> Path:
+    actor = root / "global_step_5" / "actor"
+    actor.mkdir(parents=True)
+    torch.save({"w": torch.zeros(2)}, actor / "model_world_size_1_rank_0.pt")
+    torch.save({"state": {0: {"exp_avg": torch.zeros(2)}}, "param_groups": [{"lr": 1e-6}]},
+               actor / "optim_world_size_1_rank_0.pt")
+    torch.save(extra_state, actor / "extra_state_world_size_1_rank_0.pt")
+    torch.save({"_num_yielded": 3}, root / "global_step_5" / "data.pt")
+    (root / "latest_checkpointed_iteration.txt").write_text("5")
+    return root
+
+
+def test_resume_guard_passes_a_plain_verl_checkpoint(tmp_path):
+    from gamerl.integrations.verl.resume_guard import main
+
+    rng = {"cpu": torch.get_rng_state(), "numpy": np.random.get_state(),
+           "random": random.getstate()}
+    ck = _verl_checkpoint(tmp_path / "ck", {"lr_scheduler": {"last_epoch": 3}, "rng": rng})
+    assert main(["--experiment", "x", f"trainer.default_local_dir={ck}"]) == 0
+    assert main(["--experiment", "x", f"trainer.default_local_dir={tmp_path / 'none'}"]) == 0
+
+
+def test_resume_guard_refuses_code_in_a_verl_checkpoint(tmp_path, capsys):
+    from gamerl.integrations.verl.resume_guard import main
+
+    marker = tmp_path / "pwned"
+    ck = _verl_checkpoint(tmp_path / "ck", {"lr_scheduler": None, "rng": _Payload(marker)})
+    assert main(["--experiment", "x", f"trainer.default_local_dir={ck}"]) == 2
+    err = capsys.readouterr().err
+    assert "extra_state_world_size_1_rank_0.pt" in err and "io.open" in err  # builtins.open
+    assert main(["--experiment", "x", "trainer.resume_mode=resume_path",
+                 f"trainer.resume_from_path={ck / 'global_step_5'}"]) == 2
+    assert main(["--experiment", "x", f"trainer.default_local_dir={ck}",
+                 "trainer.resume_mode=disable"]) == 0  # verl will not read it
+    assert not marker.exists()
+
+
+def test_launch_script_refuses_to_resume_a_crafted_checkpoint(tmp_path):
+    if shutil.which("bash") is None:
+        skip_unless_required("no bash")
+    marker = tmp_path / "pwned"
+    ck = _verl_checkpoint(tmp_path / "ck", {"lr_scheduler": None, "rng": _Payload(marker)})
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("train.parquet", "val.parquet"):  # present: launch.sh exports nothing
+        (data / name).write_bytes(b"")
+    env = {**os.environ, "PYTHON": sys.executable, "DATA_DIR": str(data)}
+    out = subprocess.run(["bash", str(REPO / "gamerl/integrations/verl/launch.sh"), "grpo",
+                          f"trainer.default_local_dir={ck}"], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]  # before verl starts
+    assert "refusing to let verl resume" in out.stderr
+    assert not marker.exists()
 
 
 # ----------------------------------------------------------------------------- verl needed

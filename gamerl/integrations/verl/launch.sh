@@ -44,6 +44,11 @@ if [ ! -f "$DATA_DIR/train.parquet" ] || [ ! -f "$DATA_DIR/val.parquet" ]; then
     --out "$DATA_DIR"
 fi
 
+EXPERIMENT="qwen3-0.6b-${GAME//,/-}-$ALGO"
+# verl resumes with torch.load(weights_only=False): refuse a checkpoint holding anything but
+# tensors and plain values before it gets there (resume_guard.py says why).
+"$PYTHON" -m gamerl.integrations.verl.resume_guard --project game_rl --experiment "$EXPERIMENT" "$@"
+
 exec "$PYTHON" -m verl.trainer.main_ppo \
   --config-path="$REPO/gamerl/integrations/verl/config" \
   --config-name="game_rl_$ALGO" \
@@ -54,5 +59,5 @@ exec "$PYTHON" -m verl.trainer.main_ppo \
   actor_rollout_ref.rollout.name="$ROLLOUT" \
   trainer.nnodes="$NNODES" \
   trainer.n_gpus_per_node="$GPUS_PER_NODE" \
-  trainer.experiment_name="qwen3-0.6b-${GAME//,/-}-$ALGO" \
+  trainer.experiment_name="$EXPERIMENT" \
   "$@"
