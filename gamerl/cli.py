@@ -37,15 +37,20 @@ def _quiet_transformers() -> None:
         pass
 
 
-def _train(args: argparse.Namespace) -> int:
+class UsageError(Exception):
+    """A mistake in what was asked: one line on stderr, exit status 2, nothing written."""
+
+
+def _train_config(args: argparse.Namespace):
+    """(cfg, run directory, env_url) from the flags, every setting checked; no torch import, no
+    model load, nothing written (UsageError otherwise)."""
     from .config import TrainConfig, coerce_override, get_config
-    from .games import get_task
-    from .trainer import Trainer, default_run_dir
+    from .config import default_run_dir
 
     overrides = {}
     for item in args.set or []:
         if "=" not in item:
-            raise SystemExit(f"--set expects NAME=VALUE, got {item!r}")
+            raise UsageError(f"--set expects NAME=VALUE, got {item!r}")
         name, value = item.split("=", 1)
         overrides[name.strip()] = coerce_override(name.strip(), value)
     for flag, name in (("epochs", "epochs"), ("episodes_per_epoch", "episodes_per_epoch"),
@@ -53,13 +58,13 @@ def _train(args: argparse.Namespace) -> int:
                        ("eval_episodes", "eval_episodes"), ("device", "device")):
         if getattr(args, flag) is not None:
             overrides[name] = getattr(args, flag)
-    if args.no_progress:
-        overrides["progress"] = False
+    if args.progress is not None:  # presentation: never saved with the run (config.py)
+        overrides["progress"] = args.progress
     out = Path(args.out) if args.out else None
     if args.resume and out is None:  # the most recent run of this preset
         runs = sorted(Path("checkpoints").glob(f"{args.preset or 'tiny'}-*"), key=os.path.getmtime)
         if not runs:
-            raise SystemExit("--resume: no run directory found; pass --out DIR")
+            raise UsageError("--resume: no run directory found; pass --out DIR")
         out = runs[-1]
     env_url = args.env_url
     if args.resume and out is not None and (out / "config.json").exists():
@@ -72,7 +77,7 @@ def _train(args: argparse.Namespace) -> int:
         base = get_config(args.preset, task=args.task or "openspiel") if args.preset else None
         cfg, url = load_run_config(args.config, args.env_config, base=base)
         if args.task and cfg.task != args.task:
-            raise SystemExit(f"--task {args.task} but {args.config} configures {cfg.task}")
+            raise UsageError(f"--task {args.task} but {args.config} configures {cfg.task}")
         cfg = cfg.replace(**overrides) if overrides else cfg
         env_url = env_url or url
         if out is None and cfg.out_dir:
@@ -80,7 +85,38 @@ def _train(args: argparse.Namespace) -> int:
     else:
         cfg = get_config(args.preset or "tiny", task=args.task or "password_game", **overrides)
     out = out or default_run_dir(cfg)
-    cfg = cfg.replace(out_dir=str(out))
+    return cfg.replace(out_dir=str(out)), out, env_url
+
+
+def _check_reachable(env_url: str) -> None:
+    """The game server answers /health, or one line says why not (before any model loads)."""
+    import httpx
+
+    try:
+        httpx.get(env_url.rstrip("/") + "/health", timeout=5.0).raise_for_status()
+    except httpx.HTTPError as e:
+        raise UsageError(f"no game server answers at {env_url} ({type(e).__name__}: {e}); "
+                         "start one with python -m tasks.<game>.server, or leave out --env-url "
+                         "to play in-process") from None
+
+
+def _train(args: argparse.Namespace) -> int:
+    from .games import get_task
+
+    try:
+        cfg, out, env_url = _train_config(args)
+    except ValueError as e:  # a setting's name, value or combination
+        raise UsageError(str(e)) from None
+    if env_url:
+        _check_reachable(env_url)
+    from .models import ModelUnavailableError, resolve_model
+
+    try:  # before a run directory exists: a missing model leaves nothing behind
+        resolve_model(cfg.model, probe=True)
+    except ModelUnavailableError as e:
+        raise UsageError(str(e)) from None
+    from .trainer import Trainer
+
     print(f"run directory: {out}", flush=True)
     t0 = time.time()
     make_env = None
@@ -152,6 +188,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     from .games import get_task
 
     ckpt = Path(args.checkpoint)
+    if args.env_url:
+        _check_reachable(args.env_url)
     cfg_file = ckpt / CONFIG_FILE
     if not cfg_file.exists() and (ckpt.parent / "config.json").exists():
         cfg_file = ckpt.parent / "config.json"  # e.g. the run's warmstart/ directory
@@ -256,7 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--seed", type=int)
     t.add_argument("--model")
     t.add_argument("--device")
-    t.add_argument("--no-progress", action="store_true", help="no tqdm bars")
+    t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="tqdm bars (default on; --no-progress for log files: one line per epoch "
+                   "is printed either way)")
     t.add_argument("--env-url", help="play through a Password Game server at this URL "
                    "(python -m tasks.password_game.server) instead of in-process")
     t.add_argument("--set", action="append", metavar="NAME=VALUE",
@@ -301,7 +341,11 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("httpx", "urllib3", "wandb"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     _quiet_transformers()
-    return args.fn(args)
+    try:
+        return args.fn(args)
+    except UsageError as e:
+        print(f"python -m gamerl {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 
+# How a process shows a run (tqdm bars), not what the run is: not saved with the run.
+PRESENTATION_FIELDS = ("progress",)
+
+
 @dataclass
 class TrainConfig:
     # ------------------------------------------------------------------ model
@@ -172,7 +176,7 @@ class TrainConfig:
     eval_every: int = 0  # epochs between held-out evaluations during training (0: final only)
     wandb_mode: Literal["offline", "online", "disabled"] = "offline"
     wandb_project: str = "game-rl"
-    progress: bool = True  # tqdm bars
+    progress: bool = True  # tqdm bars (presentation: not saved with the run)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -197,7 +201,8 @@ class TrainConfig:
         need(not (self.trainable_layers and self.lora),
              "trainable_layers and lora are two ways to train part of the model: choose one")
         need(1 <= self.num_rules <= 26, "num_rules must be in 1..26")
-        need(self.max_steps >= 1 and self.epochs >= 0, "max_steps >= 1 and epochs >= 0")
+        need(self.max_steps >= 1, f"max_steps must be >= 1, not {self.max_steps}")
+        need(self.epochs >= 0, f"epochs must be >= 0, not {self.epochs}")
         need(self.episodes_per_epoch >= 2, "episodes_per_epoch must be >= 2 (advantage whitening)")
         need(self.minibatch_size >= 1 and self.ppo_epochs >= 1, "minibatch_size, ppo_epochs >= 1")
         need(self.micro_batch_size is None or self.micro_batch_size >= 1, "micro_batch_size >= 1")
@@ -253,7 +258,10 @@ class TrainConfig:
         return self.system_prompt or None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The run's settings: everything but the presentation fields (PRESENTATION_FIELDS),
+        which say how this process shows the run, not what the run is, so they are never saved
+        into a run's config.json or checkpoints (a resumed run takes them from its own flags)."""
+        return {k: v for k, v in asdict(self).items() if k not in PRESENTATION_FIELDS}
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
@@ -265,9 +273,10 @@ class TrainConfig:
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def replace(self, **overrides: Any) -> "TrainConfig":
-        unknown = set(overrides) - {f.name for f in fields(self)}
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(overrides) - known)
         if unknown:
-            raise ValueError(f"unknown TrainConfig fields: {sorted(unknown)}")
+            raise ValueError(f"unknown setting {unknown[0]!r}{_did_you_mean(unknown[0], known)}")
         return dataclasses.replace(self, **overrides)
 
 
@@ -381,6 +390,13 @@ TASK_PRESETS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
+def default_run_dir(cfg: TrainConfig) -> Path:
+    """checkpoints/<preset>-<YYYYmmdd-HHMMSS>."""
+    from datetime import datetime
+
+    return Path("checkpoints") / f"{cfg.preset or 'run'}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
 def get_config(preset: str = "tiny", task: str = "password_game", **overrides: Any) -> TrainConfig:
     """The preset's TrainConfig for ``task`` with ``overrides`` applied (unknown names raise)."""
     if preset not in PRESETS:
@@ -390,11 +406,25 @@ def get_config(preset: str = "tiny", task: str = "password_game", **overrides: A
     return cfg.replace(**overrides) if overrides else cfg
 
 
+# Names people type for a field (other libraries' words), for "did you mean".
+ALIASES = {"learning_rate": "lr", "batch_size": "minibatch_size", "num_epochs": "epochs",
+           "n_epochs": "ppo_epochs", "beta": "kl_coef", "cliprange": "clip_range",
+           "num_generations": "group_size", "max_completion_length": "max_new_tokens",
+           "model_name": "model"}
+
+
+def _did_you_mean(name: str, known) -> str:
+    import difflib
+
+    guess = ALIASES.get(name) or next(iter(difflib.get_close_matches(name, list(known), n=1)), None)
+    return f"; did you mean {guess!r}?" if guess else " (see gamerl/config.py for the settings)"
+
+
 def coerce_override(name: str, value: str) -> Any:
     """Parse a command-line ``name=value`` for TrainConfig field ``name`` by its default's type."""
     by_name = {f.name: f for f in fields(TrainConfig)}
     if name not in by_name:
-        raise ValueError(f"unknown TrainConfig field {name!r}")
+        raise ValueError(f"unknown setting {name!r}{_did_you_mean(name, by_name)}")
     kind = str(by_name[name].type)  # a string: this module uses postponed annotations
     if kind.startswith("Optional[") and value.lower() in ("none", "null"):
         return None
@@ -405,10 +435,14 @@ def coerce_override(name: str, value: str) -> Any:
         if value.lower() in ("0", "false", "no", "off"):
             return False
         raise ValueError(f"{name}: expected a boolean, got {value!r}")
-    if kind == "int":
-        return int(value)
-    if kind == "float":
-        return float(value)
+    try:
+        if kind == "int":
+            return int(value)
+        if kind == "float":
+            return float(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r}: expected {'an integer' if kind == 'int' else 'a number'}"
+                         ) from None
     if kind in ("dict", "list", "object"):  # task_config, lora_target_modules, curriculum
         try:
             return json.loads(value)

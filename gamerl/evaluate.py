@@ -73,15 +73,16 @@ def eval_instances(cfg, n: Optional[int] = None, overrides: Optional[dict] = Non
 
 def evaluate(lm, tokenizer, seeds: Sequence[Any], cfg, *, greedy: bool = False,
              make_env: Optional[Callable[..., Any]] = None, sample_seed: int = 1234,
-             return_episodes: bool = False):
+             return_episodes: bool = False, progress: Optional[str] = None):
     """Play one episode per held-out instance (``seeds``) with the LM (``PolicyWithValue.lm`` or
-    any causal LM)."""
+    any causal LM); ``progress``: a tqdm bar with this description, one step per turn."""
     make_env = make_env or local_env_factory(cfg)
     rcfg = RolloutConfig.from_train_config(cfg, greedy=greedy)
     rcfg.record_logprobs = False  # evaluation needs no log-probs (and saves B x V per step)
     with torch.random.fork_rng(devices=[lm.device] if lm.device.type == "cuda" else []):
         torch.manual_seed(sample_seed)
-        episodes = rollout(LMPolicy(lm, tokenizer, rcfg), tokenizer, seeds, make_env, rcfg)
+        episodes = rollout(LMPolicy(lm, tokenizer, rcfg), tokenizer, seeds, make_env, rcfg,
+                           progress=progress)
     metrics = episode_metrics(episodes, cfg)
     return (metrics, episodes) if return_episodes else metrics
 

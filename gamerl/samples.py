@@ -31,7 +31,9 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Optional, Sequence
 
-__all__ = ["episode_table", "pick_episodes"]
+__all__ = ["episode_table", "pick_episodes", "sample_rows"]
+
+Rows = tuple  # (header, rows, the picked episodes) of one task's table
 
 MAX_CELL = 400  # characters per cell before it is shortened
 MAX_TURNS_SHOWN = 8  # longer episodes show the first turns, "…", and the last ones
@@ -162,7 +164,7 @@ def _wordle_result(ep) -> str:
     return "not solved"
 
 
-def _wordle_table(episodes: Sequence[Any], max_rows: int) -> str:
+def _wordle_table(episodes: Sequence[Any], max_rows: int) -> Rows:
     picked = pick_episodes(episodes, key=lambda ep: _wordle_answer(ep) or _key(_instance(ep)),
                            outcome=lambda ep: bool(ep.success), max_rows=max_rows)
     rows = []
@@ -172,7 +174,7 @@ def _wordle_table(episodes: Sequence[Any], max_rows: int) -> str:
         rows.append([_cell(answer.upper() if answer else "?"),
                      _cell(" → ".join(turns) if turns else "(no guess)"),
                      _cell(_wordle_result(ep))])
-    return _table(["answer", "guesses", "result"], rows)
+    return ["answer", "guesses", "result"], rows, picked
 
 
 # ----------------------------------------------------------------------------- Password Game
@@ -192,7 +194,7 @@ def _password_rules(ep) -> str:
     return text
 
 
-def _password_table(episodes: Sequence[Any], max_rows: int) -> str:
+def _password_table(episodes: Sequence[Any], max_rows: int) -> Rows:
     picked = pick_episodes(episodes, key=lambda ep: _key(_instance(ep)),
                            outcome=lambda ep: bool(ep.success), max_rows=max_rows)
     rows = []
@@ -200,7 +202,7 @@ def _password_table(episodes: Sequence[Any], max_rows: int) -> str:
         pws = _elide([_code(t.action) for t in ep.turns])
         rows.append([_cell(ep.seed), _cell(" → ".join(pws) if pws else "(none)"),
                      _cell(_password_rules(ep))])
-    return _table(["seed", "passwords", "rules held/revealed"], rows)
+    return ["seed", "passwords", "rules held/revealed"], rows, picked
 
 
 # ----------------------------------------------------------------------------- OpenSpiel
@@ -238,7 +240,7 @@ def _openspiel_outcome(ep) -> str:
     return str(outcome)
 
 
-def _openspiel_table(episodes: Sequence[Any], max_rows: int) -> str:
+def _openspiel_table(episodes: Sequence[Any], max_rows: int) -> Rows:
     def key(ep) -> str:
         inst = getattr(ep, "instance", None)
         if isinstance(inst, dict):
@@ -253,22 +255,36 @@ def _openspiel_table(episodes: Sequence[Any], max_rows: int) -> str:
         rows.append([_cell(_openspiel_game(ep)), _cell("?" if seat is None else seat),
                      _cell(" · ".join(moves) if moves else "(none)"),
                      _cell(_openspiel_outcome(ep))])
-    return _table(["game", "seat", "moves", "outcome"], rows)
+    return ["game", "seat", "moves", "outcome"], rows, picked
 
 
 # ----------------------------------------------------------------------------- entry point
 
-_TABLES: dict[str, Callable[[Sequence[Any], int], str]] = {
+_TABLES: dict[str, Callable[[Sequence[Any], int], "Rows"]] = {
     "wordle": _wordle_table,
     "password_game": _password_table,
     "openspiel": _openspiel_table,
 }
 
 
+def sample_rows(episodes: Sequence[Any], task_name: str, max_rows: int = 8,
+                with_answers: bool = False) -> tuple[list[str], list[list[str]]]:
+    """``(header, rows)`` of the sample table (``episode_table``'s cells). ``with_answers`` adds
+    a column with the model's own answers, turn by turn, before the game read an action out of
+    them (the tracker's tables, which have room for it). Unknown ``task_name`` raises
+    ``ValueError``."""
+    if task_name not in _TABLES:
+        raise ValueError(f"episode_table: unknown task {task_name!r}; choose from {sorted(_TABLES)}")
+    header, rows, picked = _TABLES[task_name](list(episodes), max_rows)
+    if with_answers:
+        header = header + ["answers (model text, per turn)"]
+        rows = [row + [_cell(" → ".join(_elide([_code(t.answer) for t in ep.turns])) or "(none)")]
+                for row, ep in zip(rows, picked)]
+    return header, rows
+
+
 def episode_table(episodes: Sequence[Any], task_name: str, max_rows: int = 8) -> str:
     """A Markdown table of up to ``max_rows`` different episodes (distinct instances, mixed
     outcomes; module docstring) in the task's columns. An empty ``episodes`` gives the header
     only. Unknown ``task_name`` raises ``ValueError``."""
-    if task_name not in _TABLES:
-        raise ValueError(f"episode_table: unknown task {task_name!r}; choose from {sorted(_TABLES)}")
-    return _TABLES[task_name](list(episodes), max_rows)
+    return _table(*sample_rows(episodes, task_name, max_rows))

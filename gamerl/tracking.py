@@ -136,6 +136,22 @@ class Tracker:
             for r in rows:
                 f.write(json.dumps(_jsonable(r)) + "\n")
 
+    def log_table(self, name: str, header: list[str], rows: list[list[str]],
+                  step: Optional[int] = None) -> None:
+        """A table of text (an evaluation's sample episodes): a wandb Table under
+        ``samples/<name>``, or, without a wandb run, TensorBoard text (a Markdown table) under
+        the same tag. The JSONL logs hold numbers only; RUN/samples_<name>.md has the table."""
+        if self.wandb_run is not None:
+            import wandb
+
+            self.wandb_run.log({f"samples/{name}": wandb.Table(columns=list(header),
+                                                                data=[list(r) for r in rows])},
+                               step=step)
+        if self.tb_writer is not None:
+            lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            lines += ["| " + " | ".join(r) + " |" for r in rows]
+            self.tb_writer.add_text(f"samples/{name}", "\n".join(lines), global_step=step or 0)
+
     def log(self, metrics: dict[str, Any], step: Optional[int] = None) -> None:
         """One JSONL line; every numeric value also to wandb / tensorboard as ``<kind>/<key>``
         at ``step`` (tensorboard needs a step: without one it uses the record's epoch)."""

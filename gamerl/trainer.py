@@ -50,7 +50,7 @@ from tqdm.auto import tqdm
 from . import ppo
 from .checkpoint import (STATE_FILE, CheckpointError, load_checkpoint_state, save_checkpoint,
                          set_rng_state)
-from .config import TrainConfig
+from .config import TrainConfig, default_run_dir
 from .evaluate import eval_instances, evaluate, format_table, local_env_factory, reference_rows
 from .games import get_task
 from .curriculum import Curriculum
@@ -59,7 +59,7 @@ from .models import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, lm_he
                      load_policy, load_reference, positions_from_mask, unwrap_lm)
 from .replay import FailureReplay
 from .rundir import RunLock, open_run
-from .samples import episode_table
+from .samples import episode_table, sample_rows
 from .scoring import Sampling, score_tokens
 from .rollout import (Episode, LMPolicy, RolloutConfig, TokenBatch, episodes_to_batch, rollout,
                       summarize)
@@ -512,10 +512,6 @@ def without_lost(batch: PPOBatch) -> PPOBatch:
                    **rows)
 
 
-def default_run_dir(cfg: TrainConfig) -> Path:
-    return Path("checkpoints") / f"{cfg.preset or 'run'}-{datetime.now():%Y%m%d-%H%M%S}"
-
-
 # ----------------------------------------------------------------------------- the trainer
 
 
@@ -710,12 +706,43 @@ class Trainer:
         actually played, not only its averages."""
         metrics, episodes = evaluate(self.policy.lm, self.tokenizer, eval_instances(self.cfg, n),
                                      self.cfg, greedy=greedy, make_env=self.make_env,
-                                     sample_seed=self.cfg.seed + 1234, return_episodes=True)
+                                     sample_seed=self.cfg.seed + 1234, return_episodes=True,
+                                     progress=f"evaluating ({name or 'held-out'})"
+                                     if self.cfg.progress else None)
         if name is not None:
-            table = episode_table([ep for ep in episodes if not ep.lost], self.cfg.task)
+            played = [ep for ep in episodes if not ep.lost]
+            table = episode_table(played, self.cfg.task)
             (self.run_dir / f"samples_{name}.md").write_text(
                 f"# Sample held-out episodes: {name}\n\n{table}\n")
+            # the same episodes (and the model's own words) in wandb / TensorBoard
+            self.tracker.log_table(name, *sample_rows(played, self.cfg.task, with_answers=True),
+                                   step=self._eval_step(name))
         return metrics
+
+    def epoch_line(self, epoch: int, metrics: dict[str, Any]) -> str:
+        """``epoch 3/30: reward 8.34  rules satisfied 4.12  success 41%  KL(k3) 0.038 ...``:
+        the epoch's training batch (and held-out numbers when it was evaluated)."""
+        parts = [f"epoch {epoch + 1}/{self.cfg.epochs}:",
+                 f"reward {metrics['rollout/reward']:.2f}"]
+        parts += [f"{k.replace('_', ' ')} {metrics[f'rollout/{k}']:.2f}"
+                  for k in self.task.headline if f"rollout/{k}" in metrics]
+        parts += [f"success {metrics['rollout/success_rate']:.0%}",
+                  f"KL(k3) {metrics['adv/kl_ref_k3']:.3f}",
+                  f"clip {metrics.get('update/clip_fraction', float('nan')):.2f}",
+                  f"EV {metrics['adv/explained_variance']:.2f}"]
+        if "eval/reward" in metrics:
+            parts.append(f"| held-out reward {metrics['eval/reward']:.2f}")
+        seconds = sum(metrics.get(k, 0.0) for k in ("perf/rollout_seconds", "perf/score_seconds",
+                                                    "update/update_seconds"))
+        parts.append(f"({seconds:.0f}s)")
+        return "  ".join(parts)
+
+    def _eval_step(self, name: str) -> int:
+        """The tracker step an evaluation's records go under (steps only grow, as wandb needs):
+        the baseline at 0, a mid-training one with its epoch's metrics, the final one after."""
+        if name == "baseline":
+            return 0
+        return self.state.epoch + 1 if name == "final" else self.state.epoch
 
     # ------------------------------------------------------------------ one epoch
     def train_epoch(self, epoch: int) -> dict[str, Any]:
@@ -818,7 +845,9 @@ class Trainer:
                             **{k.split("_")[0]: f"{metrics[f'rollout/{k}']:.2f}"
                                for k in self.task.headline if f"rollout/{k}" in metrics},
                             success=f"{metrics['rollout/success_rate']:.0%}",
-                            kl=f"{metrics['adv/kl_ref']:.3f}")
+                            kl_k3=f"{metrics['adv/kl_ref_k3']:.3f}")
+            # one line per epoch whatever the bars do: a log file of a --no-progress run reads
+            tqdm.write(self.epoch_line(epoch, metrics))
 
         final = self.evaluate(name="final")
         refs = reference_rows(self.tokenizer, eval_instances(cfg), cfg, self.make_env)
@@ -836,7 +865,8 @@ class Trainer:
                          step=self.state.epoch + 1)
         summary["figures"] = [p.name for p in save_figures(
             self.run_dir, read_jsonl(self.run_dir / METRICS_JSONL), self.baseline, final,
-            headline=(self.task.headline or ("reward",))[0])]
+            headline=(self.task.headline or ("reward",))[0], references=refs,
+            best_epoch=self.state.best_epoch if self.state.best_epoch >= 0 else None)]
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         self.tracker.summary({f"final/{k}": v for k, v in scalars(final).items()})
         self.tracker.finish()
