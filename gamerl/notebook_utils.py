@@ -3,6 +3,9 @@
 * :func:`stop_with_parent` starts a watchdog that stops a server subprocess when the process that
   owns it (the notebook kernel) dies, even by SIGKILL, when ``atexit`` handlers never run.
 * :func:`episode_table` renders sample episodes (passwords and broken rules) as Markdown.
+* :func:`small_table` shows a few numbers (warm start, one collection) as a Markdown table.
+* :class:`LiveCurves` is the training cell's live view: a figure redrawn in place each epoch
+  (reward, the headline number, KL, held-out points when evaluated).
 """
 
 from __future__ import annotations
@@ -66,4 +69,55 @@ def episode_table(runs: dict[str, Sequence], n: int = 8) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["episode_table", "stop_with_parent"]
+def small_table(rows: dict, digits: int = 3) -> str:
+    """``{name: value}`` as a two-column Markdown table (numbers rounded, names spaced)."""
+    lines = ["| | |", "|---|---|"]
+    for name, value in rows.items():
+        if isinstance(value, float):
+            value = f"{value:.{digits}f}"
+        lines.append(f"| {str(name).replace('_', ' ')} | {value} |")
+    return "\n".join(lines)
+
+
+class LiveCurves:
+    """A figure that redraws in place after every epoch (IPython display handle): training
+    reward, the task's headline number, KL to the reference (k3: never negative) and the
+    held-out points of any evaluation during training. ``update(metrics)`` takes the epoch's
+    metrics as the trainer logs them."""
+
+    PANELS = (("rollout/reward", "eval/reward", "reward per game"),
+              (None, None, None),  # the headline number, set in __init__
+              ("adv/kl_ref_k3", None, "KL to the reference (k3, >= 0)"))
+
+    def __init__(self, headline: str = "rules_satisfied", epochs: int = 0):
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+
+        self.panels = list(self.PANELS)
+        self.panels[1] = (f"rollout/{headline}", f"eval/{headline}", headline.replace("_", " "))
+        self.epochs, self.rows = epochs, []
+        self.fig, self.axes = plt.subplots(1, 3, figsize=(13, 3.2))
+        plt.close(self.fig)  # shown through the handle only, not again at the cell's end
+        self.handle = display(self.fig, display_id=True)
+
+    def update(self, metrics: dict) -> None:
+        self.rows.append(metrics)
+        x = [r["epoch"] + 1 for r in self.rows]
+        for ax, (train_key, eval_key, label) in zip(self.axes, self.panels):
+            ax.clear()
+            ax.plot(x, [r.get(train_key, float("nan")) for r in self.rows], "o-",
+                    label="training games")
+            held = [(xi, r[eval_key]) for xi, r in zip(x, self.rows) if eval_key and eval_key in r]
+            if held:
+                ax.plot(*zip(*held), "s", color="C1", label="held-out games")
+            ax.set_xlabel("epoch")
+            ax.set_ylabel(label)
+            ax.set_xlim(0.5, max(self.epochs, x[-1]) + 0.5)
+            ax.xaxis.get_major_locator().set_params(integer=True)
+            ax.grid(alpha=0.3)
+        self.axes[0].legend(loc="lower right", fontsize=8)
+        self.fig.tight_layout()
+        self.handle.update(self.fig)
+
+
+__all__ = ["LiveCurves", "episode_table", "small_table", "stop_with_parent"]

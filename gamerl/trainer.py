@@ -227,7 +227,8 @@ def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
     log-probs over the same supports."""
     t0 = time.time()
     rcfg = RolloutConfig.from_train_config(cfg)
-    episodes = rollout(LMPolicy(policy.lm, tokenizer, rcfg), tokenizer, seeds, make_env, rcfg)
+    episodes = rollout(LMPolicy(policy.lm, tokenizer, rcfg), tokenizer, seeds, make_env, rcfg,
+                       progress="rollout" if cfg.progress else None)
     t1 = time.time()
     tb: TokenBatch = episodes_to_batch(episodes, tokenizer.pad_token_id).to(policy.device)
     sampling = Sampling.from_config(cfg)
@@ -727,9 +728,9 @@ class Trainer:
         parts += [f"{k.replace('_', ' ')} {metrics[f'rollout/{k}']:.2f}"
                   for k in self.task.headline if f"rollout/{k}" in metrics]
         parts += [f"success {metrics['rollout/success_rate']:.0%}",
-                  f"KL(k3) {metrics['adv/kl_ref_k3']:.3f}",
-                  f"clip {metrics.get('update/clip_fraction', float('nan')):.2f}",
-                  f"EV {metrics['adv/explained_variance']:.2f}"]
+                  f"KL(k3) {metrics.get('adv/kl_ref_k3', math.nan):.3f}",
+                  f"clip {metrics.get('update/clip_fraction', math.nan):.2f}",
+                  f"EV {metrics.get('adv/explained_variance', math.nan):.2f}"]
         if "eval/reward" in metrics:
             parts.append(f"| held-out reward {metrics['eval/reward']:.2f}")
         seconds = sum(metrics.get(k, 0.0) for k in ("perf/rollout_seconds", "perf/score_seconds",
@@ -845,7 +846,7 @@ class Trainer:
                             **{k.split("_")[0]: f"{metrics[f'rollout/{k}']:.2f}"
                                for k in self.task.headline if f"rollout/{k}" in metrics},
                             success=f"{metrics['rollout/success_rate']:.0%}",
-                            kl_k3=f"{metrics['adv/kl_ref_k3']:.3f}")
+                            kl_k3=f"{metrics.get('adv/kl_ref_k3', math.nan):.3f}")
             # one line per epoch whatever the bars do: a log file of a --no-progress run reads
             tqdm.write(self.epoch_line(epoch, metrics))
 

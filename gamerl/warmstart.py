@@ -112,8 +112,11 @@ def demonstrations(cfg, tokenizer, seed: int) -> list[tuple[list[int], list[int]
     return [(ep.token_ids, ep.policy_mask) for ep in episodes]
 
 
-def sft_loss(lm, batch: list[tuple[list[int], list[int]]], pad_id: int) -> torch.Tensor:
-    """Mean cross-entropy over the answer tokens (mask 1) of a batch (right padding)."""
+def sft_loss(lm, batch: list[tuple[list[int], list[int]]], pad_id: int,
+             split=None) -> torch.Tensor:
+    """Mean cross-entropy over the answer tokens (mask 1) of a batch (right padding). With
+    ``split`` (a ``models.SplitTrunk``: only the top layers train) the frozen bottom runs
+    without a graph."""
     device = lm.device
     width = max(len(ids) for ids, _ in batch)
     ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
@@ -125,7 +128,12 @@ def sft_loss(lm, batch: list[tuple[list[int], list[int]]], pad_id: int) -> torch
         attn[i, :len(seq)] = 1
         labels[i, :len(seq)] = torch.where(torch.tensor(mask, dtype=torch.bool), t, -100)
     ids, attn, labels = ids.to(device), attn.to(device), labels.to(device)
-    hidden = lm.base_model(input_ids=ids, attention_mask=attn).last_hidden_state[:, :-1]
+    if split is None:
+        hidden = lm.base_model(input_ids=ids, attention_mask=attn).last_hidden_state[:, :-1]
+    else:
+        with torch.no_grad():
+            bottom = split.bottom_states(ids, attn)
+        hidden = split.top_states(bottom, attn)[:, :-1]
     sel = labels[:, 1:] != -100  # the LM head only where there is a label (answers are short)
     logits = lm.get_output_embeddings()(hidden[sel]).float()
     return F.cross_entropy(logits, labels[:, 1:][sel])
@@ -133,6 +141,7 @@ def sft_loss(lm, batch: list[tuple[list[int], list[int]]], pad_id: int) -> torch
 
 def _marker(cfg) -> dict[str, Any]:
     keys = ("model", "task", "task_config", "seed", "num_rules", "max_steps", "system_prompt",
+            "trainable_layers",
             "warmstart_examples",
             "warmstart_steps", "warmstart_batch_size", "warmstart_lr", "warmstart_extra_prob",
             "train_seed_start", "train_seed_count")
@@ -187,7 +196,14 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     t0 = time.time()
     examples = demonstrations(cfg, tokenizer, seed=cfg.seed)
     rng = random.Random(cfg.seed + 1)
-    optimizer = torch.optim.AdamW(lm.parameters(), lr=cfg.warmstart_lr, weight_decay=0.0)
+    split = None
+    if cfg.trainable_layers:  # the same layers as PPO will train; the rest is frozen
+        from .models import SplitTrunk, freeze_below_top_layers
+
+        freeze_below_top_layers(lm, cfg.trainable_layers)
+        split = SplitTrunk.of(lm, cfg.trainable_layers)
+    params = [p for p in lm.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.warmstart_lr, weight_decay=0.0)
     losses, seconds_before = _load_progress(progress_dir, cfg, lm, optimizer, rng)
     if losses:
         log.info("warm start: continuing at step %d of %d from %s", len(losses),
@@ -199,10 +215,10 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     saved_at, save_cost = time.time(), 0.0
     for _ in bar:
         batch = rng.sample(examples, min(cfg.warmstart_batch_size, len(examples)))
-        loss = sft_loss(lm, batch, tokenizer.pad_token_id)
+        loss = sft_loss(lm, batch, tokenizer.pad_token_id, split)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(lm.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         losses.append(loss.item())
         bar.set_postfix(loss=f"{losses[-1]:.3f}")

@@ -1,8 +1,9 @@
-"""The flagship notebook, executed headless on the tiny preset with a small budget.
+"""The flagship notebook, executed headless with a small budget: on the tiny preset, and on
+SmolLM2-135M-Instruct, which "auto" picks on a machine without a GPU.
 
 ``password_game_verl_training.ipynb`` reads its budget from ``GAMERL_NB_*`` environment variables
 (its CONFIG cell); the kernel inherits them. About a minute on 2 CPU cores (most of it the tiny
-model's warm start).
+model's warm start; a few minutes for SmolLM2).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -53,27 +55,25 @@ def test_notebook_is_committed_without_outputs():
             assert cell.outputs == [] and cell.execution_count is None, cell.source[:80]
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(400)
-def test_notebook_runs_headless(tmp_path, monkeypatch):
+def run_notebook(tmp_path, monkeypatch, **env):
     out = tmp_path / "run"
-    for name, value in {"GAMERL_NB_PRESET": "tiny", "GAMERL_NB_FAST": "1",
-                        "GAMERL_NB_EPOCHS": "2", "GAMERL_NB_EPISODES": "8",
-                        "GAMERL_NB_EVAL": "8", "GAMERL_NB_WANDB": "offline",
-                        "GAMERL_NB_OUT": str(out), "WANDB_SILENT": "true"}.items():
+    for name, value in {"GAMERL_NB_FAST": "1", "GAMERL_NB_EPOCHS": "2",
+                        "GAMERL_NB_EPISODES": "8", "GAMERL_NB_EVAL": "8",
+                        "GAMERL_NB_WANDB": "offline", "GAMERL_NB_OUT": str(out),
+                        "WANDB_SILENT": "true", **env}.items():
         monkeypatch.setenv(name, value)
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                                      resources={"metadata": {"path": str(ROOT)}})
     client.execute()  # raises CellExecutionError on the first failing cell
-
     code_cells = [c for c in nb.cells if c.cell_type == "code"]
     for cell in code_cells:
         assert cell.execution_count is not None, cell.source[:80]
         assert not [o for o in cell.outputs if o.output_type == "error"], cell.source[:80]
-    text = "".join(_text(c) for c in code_cells)
+    return code_cells, "".join(_text(c) for c in code_cells), out
 
-    assert re.search(r"MODEL: \S+ \(preset 'tiny'\) because ", text)
+
+def check_results(code_cells, text, out):
     assert "<|im_start|>user" in text  # the first prompt was printed
     # the comparison table: baseline vs trained (plus solver and random), on 8 held-out games
     table = (out / "comparison.txt").read_text()
@@ -82,16 +82,38 @@ def test_notebook_runs_headless(tmp_path, monkeypatch):
     assert table in text
     for fig in ("training_curves.png", "success_rate.png", "rule_pass_rates.png"):
         assert (out / fig).stat().st_size > 1000
-    images = [o for c in code_cells for o in c.outputs if "image/png" in o.get("data", {})]
-    assert len(images) == 3  # shown inline
+    figures_cell = next(c for c in code_cells if "save_figures(" in c.source)
+    assert len([o for o in figures_cell.outputs if "image/png" in o.get("data", {})]) == 3
+    loop_cell = next(c for c in code_cells if "LiveCurves(" in c.source)  # the live view
+    assert [o for o in loop_cell.outputs if "image/png" in o.get("data", {})]
+    assert re.search(r"epoch 2/2: +reward", text)  # one line per epoch
     assert "| seed | policy | passwords" in text  # the sample-episode table
     summary = json.loads((out / "summary.json").read_text())
     assert summary["final"]["episodes"] == 8 and summary["baseline"]["episodes"] == 8
     assert len([r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
                 if r.get("kind") == "epoch"]) == 2
     assert (out / "best").is_dir() and (out / "last").is_dir()
-
     # the server subprocess is gone
     pid = int(re.search(r"Password Game server pid (\d+)", text).group(1))
     assert int((out / "server.pid").read_text()) == pid
     assert not _alive(pid)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(700)
+def test_notebook_runs_headless(tmp_path, monkeypatch):
+    code_cells, text, out = run_notebook(tmp_path, monkeypatch, GAMERL_NB_PRESET="tiny")
+    assert re.search(r"MODEL: \S+ \(preset 'tiny'\) because ", text)
+    check_results(code_cells, text, out)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_notebook_on_cpu_trains_the_real_model(tmp_path, monkeypatch):
+    """Without a GPU, "auto" picks SmolLM2-135M-Instruct and says why; the smoke budget runs
+    the whole notebook on it."""
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: auto would pick qwen3-0.6b")
+    code_cells, text, out = run_notebook(tmp_path, monkeypatch, GAMERL_NB_PRESET="auto")
+    assert "MODEL: smollm2-135m (preset 'smollm2-135m') because no GPU" in text
+    check_results(code_cells, text, out)
