@@ -53,6 +53,8 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 import torch
 from tqdm.auto import tqdm
 
+from tasks.common.client import TooManySessionsError
+
 from .games import get_task, instance_seed
 from .sessions import EpisodeLost
 from .models import ENDOFTEXT, IM_END, chat_prompt
@@ -385,27 +387,82 @@ def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[Any], make_env: Calla
     bar = tqdm(total=cfg.max_turns, desc=progress, unit="turn", leave=False, mininterval=1.0,
                disable=progress is None)
     im_end = tokenizer.convert_tokens_to_ids(IM_END)
-    envs: list[Any] = []
-    episodes: list[Episode] = []
-    try:
-        for instance in seeds:
-            env, obs = task.start(make_env, instance)
-            envs.append(env)
+    envs: list[Any] = [None] * len(seeds)  # None once closed (or never opened)
+    episodes: list[Optional[Episode]] = [None] * len(seeds)
+    pending = list(range(len(seeds)))  # instances whose episode has not started yet
+    made: list[Any] = []  # every environment make_env built, so a failed start closes its own
+
+    def tracked_make_env(*args: Any, **kwargs: Any) -> Any:
+        made.append(make_env(*args, **kwargs))
+        return made[-1]
+
+    def close(i: int) -> None:
+        env, envs[i] = envs[i], None
+        if env is not None and getattr(env, "close", None) is not None:
+            env.close()
+
+    def start_pending() -> None:
+        """Open episodes in instance order while the game server has room. A server that holds
+        fewer sessions than the batch (429: its --max-sessions, or another client's quota) gets
+        the rest as sessions free up: the batch then plays in waves instead of in lockstep."""
+        while pending:
+            i, n_made = pending[0], len(made)
+            try:
+                env, obs = task.start(tracked_make_env, seeds[i])
+            except TooManySessionsError as e:
+                if len(made) > n_made:
+                    getattr(made[-1], "close", lambda: None)()
+                playing = sum(ep is not None and not ep.done for ep in episodes)
+                if not playing:  # nothing of ours will free a session: the server is full
+                    raise TooManySessionsError(
+                        f"the game server has no room for any of this batch's sessions ({e}). "
+                        "Start it with a larger --max-sessions, or stop the other clients that "
+                        "hold its sessions.", status_code=e.status_code,
+                        retry_after=e.retry_after) from e
+                if not getattr(start_pending, "warned", False):
+                    start_pending.warned = True  # type: ignore[attr-defined]
+                    log.warning("the game server took %d of this batch's %d sessions (%s): the "
+                                "other episodes start as those end. Start the server with "
+                                "--max-sessions of at least %d to play them in lockstep.",
+                                playing, len(seeds), e.message, len(seeds))
+                return
+            pending.pop(0)
+            envs[i] = env
             prompt = encode(tokenizer, chat_prompt(tokenizer, first_messages(obs, cfg.system_prompt)))
             n = len(prompt)
-            episodes.append(Episode(seed=instance_seed(instance), token_ids=list(prompt),
-                                    policy_mask=[0] * n, gen_logprobs=[0.0] * n,
-                                    rewards=[0.0] * n, prompt_len=n, last_obs=obs,
-                                    instance=instance))
+            episodes[i] = Episode(seed=instance_seed(seeds[i]), token_ids=list(prompt),
+                                  policy_mask=[0] * n, gen_logprobs=[0.0] * n, rewards=[0.0] * n,
+                                  prompt_len=n, last_obs=obs, instance=seeds[i])
 
-        for _turn in range(cfg.max_turns):
-            for ep in episodes:  # the context budget: end an episode that could overflow
+    def finish(i: int) -> None:
+        """An episode that ended: record its replays, close its session (room for the next)."""
+        ep = episodes[i]
+        ep.done = True
+        ep.replays = int(getattr(envs[i], "replays", 0) or 0)
+        close(i)
+
+    try:
+        start_pending()
+        while True:
+            for i, ep in enumerate(episodes):
+                if ep is None or envs[i] is None:
+                    continue
                 if not ep.done and len(ep.token_ids) + cfg.max_new_tokens > cfg.max_context_tokens:
-                    ep.done = ep.context_exhausted = True
-            live = [i for i, ep in enumerate(episodes) if not ep.done]
+                    ep.done = ep.context_exhausted = True  # the context budget: it could overflow
+                if len(ep.turns) >= cfg.max_turns:  # max_turns below max_steps ends episodes here
+                    ep.done = True
+                if ep.done:
+                    finish(i)
+            if pending:
+                started = len(seeds) - len(pending)
+                start_pending()
+                if len(seeds) - len(pending) > started and started > 0:
+                    bar.total += cfg.max_turns  # a new wave
+                    bar.refresh()
+            live = [i for i, ep in enumerate(episodes) if ep is not None and not ep.done]
             if not live:
                 break
-            bar.set_postfix(playing=f"{len(live)}/{len(episodes)}")
+            bar.set_postfix(playing=f"{len(live)}/{len(seeds)}")
             answers = policy([episodes[i].token_ids for i in live], [episodes[i] for i in live])
             for i, answer in zip(live, answers):
                 ep, n = episodes[i], len(answer.token_ids)
@@ -440,15 +497,10 @@ def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[Any], make_env: Calla
                 ep.gen_logprobs += [0.0] * len(env_ids)
                 ep.rewards += [0.0] * len(env_ids)
             bar.update(1)
-        for ep, env in zip(episodes, envs):  # max_turns below max_steps ends episodes here
-            ep.done = True
-            ep.replays = int(getattr(env, "replays", 0) or 0)
     finally:
         bar.close()
-        for env in envs:
-            close = getattr(env, "close", None)
-            if close is not None:
-                close()
+        for i in range(len(envs)):
+            close(i)
     return episodes
 
 

@@ -93,6 +93,14 @@ class ReplayingEnv:
     def close(self) -> None:
         self.env.close()
 
+    # Special methods are looked up on the type, not through __getattr__: `with make_env() as env`
+    # (the notebook's first-prompt cell) needs them here.
+    def __enter__(self) -> "ReplayingEnv":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def __getattr__(self, name: str) -> Any:  # session_id, state(), health(), ...
         return getattr(self.env, name)
 

@@ -121,10 +121,12 @@ def test_training_survives_lost_sessions(tiny_dir, server, monkeypatch, tmp_path
     trainer.tracker.finish()
 
 
-def test_cli_evaluate_survives_a_server_that_evicts_every_session(tiny_dir, tmp_path, capsys):
-    """A server holding one session while a batch plays several: every session is evicted by
-    the next one. Before: SessionNotFoundError, exit 1. Now: the episodes are replayed, the
-    evaluation completes and says so."""
+def test_cli_evaluate_on_a_server_with_fewer_sessions_than_the_batch(tiny_dir, tmp_path, capsys,
+                                                                     caplog):
+    """A server that holds one session while the evaluation plays three games. It never evicts
+    a session in use (429 instead, issue 13), so the batch cannot play in lockstep. Before: the
+    second session's 429 ended the evaluation (exit 1). Now: the games play in waves as sessions
+    free up, the evaluation completes, and a warning says why and what to change."""
     from gamerl.cli import main
 
     cfg = cfg_for(tiny_dir)
@@ -133,9 +135,19 @@ def test_cli_evaluate_survives_a_server_that_evicts_every_session(tiny_dir, tmp_
     trainer.tracker.finish()
     proc, url = start(max_sessions=1)
     try:
-        code = main(["evaluate", "--checkpoint", str(tmp_path / "run" / "best"), "--episodes",
-                     "2", "--device", "cpu", "--env-url", url])
+        with caplog.at_level(logging.WARNING, logger="gamerl"):
+            code = main(["evaluate", "--checkpoint", str(tmp_path / "run" / "best"), "--episodes",
+                         "3", "--device", "cpu", "--env-url", url])
+        assert code == 0
+        assert "--max-sessions of at least 3" in caplog.text
+        # A server whose only session is held by another client: a clear error, not a hang.
+        other = PasswordGameEnv(url)
+        other.reset(seed=1)
+        from gamerl.evaluate import evaluate
+        from tasks.common.client import TooManySessionsError
+        with pytest.raises(TooManySessionsError, match="no room for any of this batch"):
+            evaluate(trainer.policy.lm, trainer.tokenizer, [5, 6], cfg,
+                     make_env=http_env_factory(cfg, url))
+        other.close()
     finally:
         stop_server(proc)
-    assert code == 0
-    assert "whose server session was lost: policy 2 replayed" in capsys.readouterr().out
