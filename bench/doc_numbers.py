@@ -102,7 +102,7 @@ def run_quick(out_dir: Path) -> str:
     import torch
 
     from gamerl.config import get_config
-    from gamerl.trainer import Trainer
+    from gamerl.core.trainer import Trainer
     from gamerl.tracking import read_jsonl
 
     torch.set_num_threads(1)

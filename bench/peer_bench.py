@@ -16,10 +16,10 @@ per optimizer step, generated tokens/s, trained tokens/s and peak RSS; then the 
 What is matched (both sides get the same values from one TrainConfig, ``bench_config``):
 * the model and its weights (``gamerl.models.load_policy``: fp32 on CPU, the same attention
   implementation; TRL gets the loaded model object, not a name), the tokenizer, and the stop
-  tokens (<|im_end|> and <|endoftext|>: ``gamerl.rollout.stop_token_ids``, set as the model's
+  tokens (<|im_end|> and <|endoftext|>: ``gamerl.core.rollout.stop_token_ids``, set as the model's
   generation_config.eos_token_id, which TRL reads);
 * the prompts: the Password Game's first observation for the same training seeds
-  (``gamerl.trainer.epoch_seeds``, in the same order: TRL's ``shuffle_dataset=False``) with the
+  (``gamerl.core.trainer.epoch_seeds``, in the same order: TRL's ``shuffle_dataset=False``) with the
   task's system prompt, rendered by the model's chat template (TRL renders the same messages
   itself; the TRL child checks that its prompt token ids equal ours and says so);
 * the group size (TRL ``num_generations``), the completions per generation round
@@ -124,7 +124,7 @@ def bench_config(args, turns: int):
 
 def round_seeds(cfg, rounds: int) -> list[list[int]]:
     """Each round's game seeds, one per prompt (our epoch_seeds repeats each group_size times)."""
-    from gamerl.trainer import epoch_seeds
+    from gamerl.core.trainer import epoch_seeds
 
     return [epoch_seeds(cfg, r)[::cfg.group_size] for r in range(rounds)]
 
@@ -180,9 +180,9 @@ def load_model(args):
 def run_ours(args, turns: int) -> dict:
     """Our trainer's loop body (Trainer.train_epoch without the logging): collect, advantages,
     update, once per round."""
-    from gamerl.evaluate import local_env_factory
+    from gamerl.core.evaluate import local_env_factory
     from gamerl.models import PolicyWithValue, load_reference
-    from gamerl.trainer import collect, compute_advantages, make_optimizer, ppo_update, seed_everything
+    from gamerl.core.trainer import collect, compute_advantages, make_optimizer, ppo_update, seed_everything
 
     cfg = bench_config(args, turns)
     seed_everything(cfg.seed)
@@ -238,7 +238,7 @@ class PasswordGameTools:
         Returns:
             Which rules the password satisfies and which new rules were revealed.
         """
-        from gamerl.rollout import feedback_message
+        from gamerl.core.rollout import feedback_message
 
         if self._done:
             return "The game is over."
@@ -258,11 +258,11 @@ def run_trl(args, turns: int) -> dict:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from gamerl.evaluate import local_env_factory
+    from gamerl.core.evaluate import local_env_factory
     from gamerl.games import get_task
     from gamerl.models import chat_prompt
-    from gamerl.rollout import encode, first_messages, stop_token_ids
-    from gamerl.trainer import seed_everything
+    from gamerl.core.rollout import encode, first_messages, stop_token_ids
+    from gamerl.core.trainer import seed_everything
 
     cfg = bench_config(args, turns)
     seed_everything(cfg.seed)

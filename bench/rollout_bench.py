@@ -6,7 +6,7 @@
 
 Measures, in one run, side by side:
 1. rollout tokens/s, batched: every live episode generates its turn in ONE ``generate`` call
-   (gamerl.rollout, as the trainer does), vs sequential: the same code with one episode at a time.
+   (gamerl.core.rollout, as the trainer does), vs sequential: the same code with one episode at a time.
    tokens/s counts policy tokens (what the model generated), wall time includes the game and the
    tokenizer;
 2. PPO update tokens/s: one ``ppo_update`` pass (forward + backward + AdamW) over a collected
@@ -37,11 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from gamerl.config import get_config  # noqa: E402
-from gamerl.evaluate import local_env_factory  # noqa: E402
+from gamerl.core.evaluate import local_env_factory  # noqa: E402
 from gamerl.models import (PolicyWithValue, count_parameters, ensure_tiny, load_policy,  # noqa: E402
                            load_reference, load_tokenizer, qwen3_0_6b_config)
-from gamerl.rollout import LMPolicy, RolloutConfig, rollout  # noqa: E402
-from gamerl.trainer import collect, compute_advantages, make_optimizer, ppo_update  # noqa: E402
+from gamerl.core.rollout import LMPolicy, RolloutConfig, rollout  # noqa: E402
+from gamerl.core.trainer import collect, compute_advantages, make_optimizer, ppo_update  # noqa: E402
 
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 125.0,
                     "L4": 121.0}

@@ -64,7 +64,7 @@ if kill.get("at") == "write":  # the n-th torch.save of FILE into a temp dir of 
         return real_save(obj, f, *a, **k)
     torch.save = save
 if spec.get("count_steps") or kill.get("at") == "warmstart_step":
-    import gamerl.warmstart as ws
+    import gamerl.core.warmstart as ws
     real_loss, n = ws.sft_loss, [0]
     def loss(*a, **k):
         n[0] += 1

@@ -36,8 +36,8 @@ import torch  # noqa: E402
 from gamerl.config import get_config  # noqa: E402
 from gamerl.models import (PolicyWithValue, load_policy, qwen3_0_6b_config,  # noqa: E402
                            set_gradient_checkpointing)
-from gamerl.scoring import Sampling  # noqa: E402
-from gamerl.trainer import (PPOBatch, compute_advantages, forward_policy, make_optimizer,  # noqa: E402
+from gamerl.core.scoring import Sampling  # noqa: E402
+from gamerl.core.trainer import (PPOBatch, compute_advantages, forward_policy, make_optimizer,  # noqa: E402
                             ppo_update, reference_logprobs, support_rows)
 
 

@@ -44,8 +44,8 @@ class UsageError(Exception):
 def _train_config(args: argparse.Namespace):
     """(cfg, run directory, env_url) from the flags, every setting checked; no torch import, no
     model load, nothing written (UsageError otherwise)."""
-    from .config import TrainConfig, coerce_override, get_config
-    from .config import default_run_dir
+    from .config.train_config import TrainConfig, coerce_override, get_config
+    from .config.train_config import default_run_dir
 
     overrides = {}
     for item in args.set or []:
@@ -70,8 +70,8 @@ def _train_config(args: argparse.Namespace):
     if args.resume and out is not None and (out / "config.json").exists():
         # A resumed run keeps its own settings; only flags given now change them (e.g. --epochs).
         cfg = TrainConfig.load(out / "config.json").replace(**overrides)
-    elif args.config:  # the JSON files (gamerl/jsonconfig.py), then the flags
-        from .jsonconfig import load_run_config
+    elif args.config:  # the JSON files (gamerl/config/jsonconfig.py), then the flags
+        from .config.jsonconfig import load_run_config
 
         # The file's own "preset" picks the starting settings unless --preset is given.
         base = get_config(args.preset, task=args.task or "openspiel") if args.preset else None
@@ -101,7 +101,7 @@ def _check_reachable(env_url: str) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from .games import get_task
+    from .games.base import get_task
 
     try:
         cfg, out, env_url = _train_config(args)
@@ -109,22 +109,22 @@ def _train(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     if env_url:
         _check_reachable(env_url)
-    from .models import ModelUnavailableError, resolve_model
+    from .models.loading import ModelUnavailableError, resolve_model
 
     try:  # before a run directory exists: a missing model leaves nothing behind
         resolve_model(cfg.model, probe=True)
     except ModelUnavailableError as e:
         raise UsageError(str(e)) from None
-    from .trainer import Trainer
+    from .core.trainer import Trainer
 
     print(f"run directory: {out}", flush=True)
     t0 = time.time()
     make_env = None
     if env_url:
-        from .evaluate import http_env_factory
+        from .core.evaluate import http_env_factory
         make_env = http_env_factory(cfg, env_url)
-    from .checkpoint import CheckpointError
-    from .rundir import RunLockedError
+    from .runs.checkpoint import CheckpointError
+    from .runs.rundir import RunLockedError
 
     try:
         trainer = Trainer(cfg, out, resume=args.resume, make_env=make_env)
@@ -153,7 +153,7 @@ def _train(args: argparse.Namespace) -> int:
 def check_checkpoint(ckpt: Path) -> None:
     """Refuse a damaged checkpoint (CheckpointError); one without a manifest (an older gamerl,
     or not a run's) cannot be checked: say so and go on (its weights are safetensors)."""
-    from .checkpoint import MANIFEST_FILE, verify_checkpoint
+    from .runs.checkpoint import MANIFEST_FILE, verify_checkpoint
 
     if (ckpt / MANIFEST_FILE).exists():
         verify_checkpoint(ckpt)
@@ -166,11 +166,11 @@ def load_checkpoint_lm(ckpt: Path, cfg, device=None):
     """(lm, tokenizer) of a checkpoint directory: a full model, or LoRA adapters (then on top of
     the run's base: its warm-start model if it had one, else ``cfg.model``), each checked
     against its manifest first."""
-    from .models import load_policy
+    from .models.loading import load_policy
 
     check_checkpoint(ckpt)
     if (ckpt / "adapter_config.json").exists():
-        from .lora import load_lora_policy
+        from .models.lora import load_lora_policy
 
         base = ckpt.parent / "warmstart" if cfg.warmstart else None
         base = str(base) if base is not None and base.exists() else cfg.model
@@ -182,10 +182,10 @@ def load_checkpoint_lm(ckpt: Path, cfg, device=None):
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from .checkpoint import CONFIG_FILE
-    from .config import TrainConfig
-    from .evaluate import eval_instances, evaluate, format_table, reference_rows
-    from .games import get_task
+    from .runs.checkpoint import CONFIG_FILE
+    from .config.train_config import TrainConfig
+    from .core.evaluate import eval_instances, evaluate, format_table, reference_rows
+    from .games.base import get_task
 
     ckpt = Path(args.checkpoint)
     if args.env_url:
@@ -200,7 +200,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         cfg = cfg.replace(device=args.device)
     if (args.opponent or args.games) and cfg.task != "openspiel":
         raise SystemExit(f"--opponent/--games are for OpenSpiel runs; this run's task is {cfg.task}")
-    from .checkpoint import CheckpointError
+    from .runs.checkpoint import CheckpointError
 
     try:
         lm, tok = load_checkpoint_lm(ckpt, cfg, device=cfg.device)
@@ -208,10 +208,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise SystemExit(f"gamerl evaluate: {e}") from None
     make_env = None
     if args.env_url:
-        from .evaluate import http_env_factory
+        from .core.evaluate import http_env_factory
         make_env = http_env_factory(cfg, args.env_url)
     if cfg.task == "openspiel":
-        from .openspiel_eval import evaluate_openspiel, format_outcome_table
+        from .games.openspiel_eval import evaluate_openspiel, format_outcome_table
 
         rows = evaluate_openspiel(lm, tok, cfg, args.episodes or 100,
                                   args.opponent or cfg.task_config.get("opponent", "random"),
@@ -228,7 +228,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     print(format_table(rows, get_task(cfg.task).headline))
     hit = {name: r for name, r in rows.items()
            if r.get("lost_episodes") or r.get("replayed_episodes")}
-    if hit:  # the game server lost sessions mid-episode (gamerl.sessions)
+    if hit:  # the game server lost sessions mid-episode (gamerl.core.sessions)
         print("episodes whose server session was lost: " + ", ".join(
             f"{name} {r['replayed_episodes']} replayed, {r['lost_episodes']} dropped (left out "
             "of the table)" for name, r in hit.items()))
@@ -241,8 +241,8 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from .checkpoint import CheckpointError
-    from .lora import merge_adapters
+    from .runs.checkpoint import CheckpointError
+    from .models.lora import merge_adapters
 
     try:
         check_checkpoint(Path(args.adapters))
@@ -255,13 +255,13 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _configure(args: argparse.Namespace) -> int:
-    from .configure import configure_main
+    from .config.configure import configure_main
 
     return configure_main(args)
 
 
 def _build_tiny(args: argparse.Namespace) -> int:
-    from .models import build_tiny, default_tiny_dir, ensure_tiny
+    from .models.loading import build_tiny, default_tiny_dir, ensure_tiny
 
     path = build_tiny(args.out) if args.force else ensure_tiny(args.out or default_tiny_dir())
     print(path)
@@ -269,8 +269,8 @@ def _build_tiny(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .config import PRESETS
-    from .games import TASKS
+    from .config.train_config import PRESETS
+    from .games.base import TASKS
 
     parser = argparse.ArgumentParser(prog="python -m gamerl", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
 
     c = sub.add_parser("configure", help="write config/train_config.json and env_config.json "
                        "interactively")
-    from .configure import add_arguments as add_configure_arguments
+    from .config.configure import add_arguments as add_configure_arguments
 
     add_configure_arguments(c)
     c.set_defaults(fn=_configure)

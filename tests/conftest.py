@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gamerl.models import build_tiny
-from gamerl.trainer import Trainer
+from gamerl.core.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

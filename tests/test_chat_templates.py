@@ -14,8 +14,8 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 import pytest
 
 from gamerl.models import IM_END, chat_prompt, load_tokenizer
-from gamerl.pretrained import ensure_smollm2, qwen3_tokenizer
-from gamerl.rollout import Answer, RolloutConfig, encode, env_turn_ids, rollout, turn_template
+from gamerl.models.pretrained import ensure_smollm2, qwen3_tokenizer
+from gamerl.core.rollout import Answer, RolloutConfig, encode, env_turn_ids, rollout, turn_template
 from tasks.password_game import GameConfig, LocalPasswordGameEnv
 
 SYSTEM = "Reply with your next password only, on one line."

@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from gamerl.checkpoint import find_checkpoint, save_checkpoint
+from gamerl.runs.checkpoint import find_checkpoint, save_checkpoint
 from gamerl.config import get_config
 from gamerl.models import load_policy
-from gamerl.trainer import Trainer
-from gamerl.warmstart import warm_start
+from gamerl.core.trainer import Trainer
+from gamerl.core.warmstart import warm_start
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -195,7 +195,7 @@ def test_every_checkpoint_file_loads_without_unpickling_objects(run):
 def test_a_crafted_tensor_file_is_refused_even_with_a_matching_manifest(run, tmp_path, name):
     """The manifest guards against damage, not attacks: an attacker can rewrite it. The
     loaders themselves must never run code, and the refusal changes nothing."""
-    from gamerl.checkpoint import write_manifest
+    from gamerl.runs.checkpoint import write_manifest
 
     cfg, run_dir = run
     marker = tmp_path / "pwned"
@@ -302,7 +302,7 @@ def _warm_cfg(tiny_dir, **kw):
 
 
 def _count_steps(monkeypatch, kill_at=None):
-    import gamerl.warmstart as ws
+    import gamerl.core.warmstart as ws
 
     calls = {"n": 0}
     real = ws.sft_loss
@@ -343,7 +343,7 @@ def test_a_killed_warm_start_resumes_where_it_stopped(tiny_dir, tmp_path, monkey
 
 def test_a_warm_start_killed_while_writing_its_result_is_not_redone(tiny_dir, tmp_path,
                                                                     monkeypatch):
-    import gamerl.checkpoint as ck
+    import gamerl.runs.checkpoint as ck
 
     cfg = _warm_cfg(tiny_dir)
     run_dir = tmp_path / "run"
@@ -381,7 +381,7 @@ def test_a_second_trainer_on_a_live_run_directory_is_refused(run):
 _HOLDER = """
 import sys, time
 from gamerl.config import get_config
-from gamerl.trainer import Trainer
+from gamerl.core.trainer import Trainer
 cfg = get_config("tiny", model=sys.argv[2], num_rules=4, max_steps=2, max_new_tokens=12,
                  episodes_per_epoch=4, minibatch_size=4, ppo_epochs=1, eval_episodes=4,
                  epochs=4, warmstart=False, wandb_mode="disabled", progress=False, device="cpu")

@@ -1,4 +1,4 @@
-"""gamerl.curriculum: advancing exactly at the thresholds, only on a full window, a fresh window
+"""gamerl.core.curriculum: advancing exactly at the thresholds, only on a full window, a fresh window
 per stage, "mastered" on the last stage, config parsing and the resume round trip."""
 
 import json
@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from gamerl.curriculum import Curriculum, Stage, default_stages, supported_games
+from gamerl.core.curriculum import Curriculum, Stage, default_stages, supported_games
 
 
 def _stream(successes: int, failures: int) -> list[bool]:

@@ -1,8 +1,8 @@
-"""gamerl.evaluate.format_table: full column names, rows named for what they are (no model)."""
+"""gamerl.core.evaluate.format_table: full column names, rows named for what they are (no model)."""
 
 import pytest
 
-from gamerl.evaluate import format_table
+from gamerl.core.evaluate import format_table
 from gamerl.games import TASKS, get_task
 
 ROWS = {

@@ -1,9 +1,9 @@
-"""gamerl.figures: what each figure shows, checked from the description it carries in its PNG
+"""gamerl.tracking.figures: what each figure shows, checked from the description it carries in its PNG
 metadata (read back from the drawn matplotlib objects), never from pixels."""
 
 import pytest
 
-from gamerl.figures import FIGURE_METADATA_KEY, read_figure_description, save_figures
+from gamerl.tracking.figures import FIGURE_METADATA_KEY, read_figure_description, save_figures
 
 BASE = {"reward": 4.21, "rules_satisfied": 2.85, "success_rate": 0.109,
         "per_rule_pass_rate": [1.0, 0.55, 0.58, 0.45, 0.16, 0.11]}

@@ -22,12 +22,12 @@ import pytest
 pytest.importorskip("pyspiel")
 
 from gamerl.config import get_config
-from gamerl.evaluate import eval_instances, local_env_factory
+from gamerl.core.evaluate import eval_instances, local_env_factory
 from gamerl.games import get_task, openspiel_feedback
-from gamerl.jsonconfig import load_run_config
+from gamerl.config.jsonconfig import load_run_config
 from gamerl.models import load_tokenizer
-from gamerl.rollout import RolloutConfig, ScriptedPolicy, rollout
-from gamerl.trainer import Trainer
+from gamerl.core.rollout import RolloutConfig, ScriptedPolicy, rollout
+from gamerl.core.trainer import Trainer
 from tasks.openspiel import GAMES
 
 from conftest import REPO, run_gamerl, train_and_compare  # pytest (prepend import mode) puts tests/ on sys.path

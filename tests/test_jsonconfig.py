@@ -1,4 +1,4 @@
-"""gamerl.jsonconfig and gamerl.configure: the committed config/*.json load into the intended
+"""gamerl.config.jsonconfig and gamerl.config.configure: the committed config/*.json load into the intended
 TrainConfig, unknown keys and bad values are errors naming file and key, config_to_json is the
 exact inverse of load_run_config, http execution returns the URL, the wizard (scripted answers,
 a bad game name re-asked) writes files that load, and ``--defaults`` reproduces the committed
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from gamerl.config import TrainConfig, get_config
-from gamerl.configure import WizardCancelled, configure_main, default_config, run_wizard
-from gamerl.curriculum import default_stages
+from gamerl.config.configure import WizardCancelled, configure_main, default_config, run_wizard
+from gamerl.core.curriculum import default_stages
 from gamerl.games import OPENSPIEL_ENV_KEYS
-from gamerl.jsonconfig import (NOT_IN_TRAIN_FILE, SECTIONS, TOP_LEVEL, config_to_json, dumps,
+from gamerl.config.jsonconfig import (NOT_IN_TRAIN_FILE, SECTIONS, TOP_LEVEL, config_to_json, dumps,
                                load_run_config, write_run_config)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -267,9 +267,9 @@ def test_wizard_confirms_overwrite(tmp_path):
 
 
 def test_defaults_match_committed_files(tmp_path, capsys, monkeypatch):
-    import gamerl.configure
+    import gamerl.config.configure
 
-    monkeypatch.setattr(gamerl.configure, "_cuda_available", lambda: False)  # no torch import
+    monkeypatch.setattr(gamerl.config.configure, "_cuda_available", lambda: False)  # no torch import
     assert configure_main(["--out", str(tmp_path), "--defaults"]) == 0
     assert (tmp_path / "train_config.json").read_text() == TRAIN.read_text()
     assert (tmp_path / "env_config.json").read_text() == ENV.read_text()
@@ -278,7 +278,7 @@ def test_defaults_match_committed_files(tmp_path, capsys, monkeypatch):
     (tmp_path / "env_config.json").write_text("{}\n")
     assert configure_main(["--out", str(tmp_path), "--defaults"]) == 1
     assert (tmp_path / "env_config.json").read_text() == "{}\n"
-    args = gamerl.configure.add_arguments(argparse.ArgumentParser()).parse_args(
+    args = gamerl.config.configure.add_arguments(argparse.ArgumentParser()).parse_args(
         ["--out", str(tmp_path), "--defaults", "--force"])  # what cli.py's subcommand passes
     assert configure_main(args) == 0
     assert (tmp_path / "env_config.json").read_text() == ENV.read_text()
@@ -384,9 +384,9 @@ def test_wizard_wordle(tmp_path):
 
 @pytest.mark.parametrize("task", GAMES)
 def test_defaults_for_a_game_with_task_flag(tmp_path, capsys, monkeypatch, task):
-    import gamerl.configure
+    import gamerl.config.configure
 
-    monkeypatch.setattr(gamerl.configure, "_cuda_available", lambda: False)
+    monkeypatch.setattr(gamerl.config.configure, "_cuda_available", lambda: False)
     assert configure_main(["--out", str(tmp_path), "--defaults", "--task", task]) == 0
     assert f"python -m gamerl train --task {task} --config" in capsys.readouterr().out
     assert load_run_config(tmp_path / "train_config.json")[0] == default_config("tiny", task)
@@ -396,10 +396,10 @@ def test_defaults_for_a_game_with_task_flag(tmp_path, capsys, monkeypatch, task)
 @pytest.mark.parametrize("task", GAMES)
 def test_configured_files_train_every_game(tmp_path, tiny_dir, monkeypatch, task):
     """What `configure` writes, `train --config` runs (one short epoch, no warm start)."""
-    import gamerl.configure
+    import gamerl.config.configure
     from conftest import run_gamerl
 
-    monkeypatch.setattr(gamerl.configure, "_cuda_available", lambda: False)
+    monkeypatch.setattr(gamerl.config.configure, "_cuda_available", lambda: False)
     assert configure_main(["--out", str(tmp_path / "cfg"), "--defaults", "--task", task]) == 0
     res = run_gamerl("train", "--config", str(tmp_path / "cfg" / "train_config.json"),
                      "--out", str(tmp_path / "run"), "--epochs", "1", "--episodes-per-epoch",

@@ -1,4 +1,4 @@
-"""gamerl.lora: adapters only train, save/load/merge round trips, the adapters-off reference,
+"""gamerl.models.lora: adapters only train, save/load/merge round trips, the adapters-off reference,
 PolicyWithValue on a PeftModel, and the 4-bit error on machines without CUDA.
 
 All on the embedded tiny model (fp32, CPU); offline mode is forced before transformers loads.
@@ -18,7 +18,7 @@ import torch
 from safetensors import safe_open
 from transformers import AutoModelForCausalLM
 
-from gamerl.lora import (ADAPTER_CONFIG, ADAPTER_WEIGHTS, QWEN3_TARGET_MODULES, LoraSettings,
+from gamerl.models.lora import (ADAPTER_CONFIG, ADAPTER_WEIGHTS, QWEN3_TARGET_MODULES, LoraSettings,
                          adapter_disabled, apply_lora, load_4bit, load_adapters, load_lora_policy,
                          merge_adapters, quantization_config, save_adapters, trainable_parameters)
 from gamerl.models import VALUE_HEAD_FILE, PolicyWithValue, ensure_tiny, load_policy

@@ -11,8 +11,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from gamerl.config import get_config
-from gamerl.lora import is_peft
-from gamerl.trainer import Trainer, collect, epoch_seeds
+from gamerl.models.lora import is_peft
+from gamerl.core.trainer import Trainer, collect, epoch_seeds
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -95,7 +95,7 @@ def test_cli_evaluate_and_merge_a_lora_checkpoint(lora_run, tiny_dir, tmp_path):
                           str(merged)], cwd=REPO, env=env, capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    from gamerl.lora import load_lora_policy
+    from gamerl.models.lora import load_lora_policy
 
     policy, _ = load_lora_policy(str(out / "warmstart"), out / "best", trainable=False)
     standalone = AutoModelForCausalLM.from_pretrained(merged)

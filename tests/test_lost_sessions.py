@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from gamerl.config import get_config
-from gamerl.evaluate import evaluate_scripted, http_env_factory, local_env_factory
+from gamerl.core.evaluate import evaluate_scripted, http_env_factory, local_env_factory
 from gamerl.models import load_tokenizer
-from gamerl.trainer import Trainer, epoch_seeds
+from gamerl.core.trainer import Trainer, epoch_seeds
 from tasks.common.client import find_free_port, stop_server
 from tasks.password_game.client import PasswordGameEnv, start_server
 
@@ -143,7 +143,7 @@ def test_cli_evaluate_on_a_server_with_fewer_sessions_than_the_batch(tiny_dir, t
         # A server whose only session is held by another client: a clear error, not a hang.
         other = PasswordGameEnv(url)
         other.reset(seed=1)
-        from gamerl.evaluate import evaluate
+        from gamerl.core.evaluate import evaluate
         from tasks.common.client import TooManySessionsError
         with pytest.raises(TooManySessionsError, match="no room for any of this batch"):
             evaluate(trainer.policy.lm, trainer.tokenizer, [5, 6], cfg,

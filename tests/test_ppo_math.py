@@ -1,4 +1,4 @@
-"""Tests for gamerl/ppo.py against hand-computed numbers (CPU, fast).
+"""Tests for gamerl/core/ppo.py against hand-computed numbers (CPU, fast).
 
 Expected values are written out as literal arithmetic in comments, never produced by a
 second implementation of the same formula.
@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from gamerl.ppo import (
+from gamerl.core.ppo import (
     PolicyLossOutput,
     agg_loss,
     all_finite,

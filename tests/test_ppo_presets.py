@@ -14,12 +14,12 @@ import logging
 import pytest
 import torch
 
-from gamerl import ppo
+from gamerl.core import ppo
 from gamerl.config import TrainConfig, get_config
-from gamerl.evaluate import local_env_factory
-from gamerl.lora import LoraSettings, apply_lora
+from gamerl.core.evaluate import local_env_factory
+from gamerl.models.lora import LoraSettings, apply_lora
 from gamerl.models import PolicyWithValue, load_policy, load_reference
-from gamerl.trainer import (PPOBatch, collect, compute_advantages, epoch_seeds, make_optimizer,
+from gamerl.core.trainer import (PPOBatch, collect, compute_advantages, epoch_seeds, make_optimizer,
                             ppo_update)
 
 

@@ -1,4 +1,4 @@
-"""gamerl.replay: eviction, deduplication, sampling by priority, the exact mix fraction, the empty
+"""gamerl.core.replay: eviction, deduplication, sampling by priority, the exact mix fraction, the empty
 buffer, and the resume round trip."""
 
 import json
@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from gamerl.replay import FailureReplay
+from gamerl.core.replay import FailureReplay
 
 
 def _inst(seed: int, game: str = "connect_four") -> dict:

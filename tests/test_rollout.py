@@ -1,4 +1,4 @@
-"""gamerl.rollout: batched multi-turn rollouts, masks, rewards, log-probs, password extraction.
+"""gamerl.core.rollout: batched multi-turn rollouts, masks, rewards, log-probs, password extraction.
 
 CPU only, the tiny model built in a temporary directory; nothing touches the Hugging Face hub.
 """
@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from gamerl.models import IM_END, PolicyWithValue, build_tiny, chat_prompt, load_policy
-from gamerl.rollout import (Answer, LMPolicy, RolloutConfig, ScriptedPolicy, encode,
+from gamerl.core.rollout import (Answer, LMPolicy, RolloutConfig, ScriptedPolicy, encode,
                             episodes_to_batch, extract_password, feedback_message, first_messages,
                             rollout)
-from gamerl.scoring import Sampling
-from gamerl.trainer import forward_policy
+from gamerl.core.scoring import Sampling
+from gamerl.core.trainer import forward_policy
 from tasks.password_game import GameConfig, LocalPasswordGameEnv
 
 SYSTEM = "Reply with your next password only, on one line."
@@ -264,7 +264,7 @@ def test_http_env_gives_the_same_episodes_as_in_process(tiny):
     """The trainer can play through the FastAPI server (the seed's architecture): same episodes,
     token for token, as the in-process environment."""
     from gamerl.config import get_config
-    from gamerl.evaluate import http_env_factory, local_env_factory
+    from gamerl.core.evaluate import http_env_factory, local_env_factory
     from tasks.password_game.client import find_free_port, start_server, stop_server
 
     _, tok = tiny

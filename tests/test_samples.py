@@ -1,4 +1,4 @@
-"""gamerl.samples.episode_table: the validation log's table of different sample episodes.
+"""gamerl.tracking.samples.episode_table: the validation log's table of different sample episodes.
 
 Episodes are played against the real games through each task's own start / extract /
 turn_stats (the rollout's game side, without a model: no tokenizer or torch work), so the table
@@ -11,8 +11,8 @@ import pytest
 
 from gamerl.config import get_config
 from gamerl.games import get_task, wordle_heldout_answers
-from gamerl.rollout import Episode, Turn
-from gamerl.samples import episode_table, pick_episodes
+from gamerl.core.rollout import Episode, Turn
+from gamerl.tracking.samples import episode_table, pick_episodes
 
 
 def play(task_name: str, instances, answer_fn, cfg=None) -> list[Episode]:
@@ -183,7 +183,7 @@ def test_password_game_table():
 
 
 def test_code_spans_survive_backticks():
-    from gamerl.samples import _code
+    from gamerl.tracking.samples import _code
 
     assert _code("a`b") == "``a`b``"
     assert _code("`x`") == "`` `x` ``"

@@ -1,4 +1,4 @@
-"""gamerl.scoring: every log-prob PPO uses is of the distribution that sampled (temperature,
+"""gamerl.core.scoring: every log-prob PPO uses is of the distribution that sampled (temperature,
 top-k, top-p), computed in fp32 after the upcast, in chunks that never hold N x vocab.
 
 Hand-computed numbers are written out in comments; the sampling test compares recorded
@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from gamerl.models import PolicyWithValue, chat_prompt, load_policy
-from gamerl.rollout import LMPolicy, RolloutConfig, encode
-from gamerl.scoring import (Sampling, SampledLogprobs, pack_bits, score_tokens, support_mask,
+from gamerl.core.rollout import LMPolicy, RolloutConfig, encode
+from gamerl.core.scoring import (Sampling, SampledLogprobs, pack_bits, score_tokens, support_mask,
                             unpack_bits)
-from gamerl.trainer import forward_policy
+from gamerl.core.trainer import forward_policy
 
 Z = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0]])  # logits over a 5-token vocabulary
 
@@ -45,7 +45,7 @@ def test_support_is_generates_top_k_then_top_p():
 def test_support_fast_path_equals_transformers_warpers():
     """support_mask applies top-p to the top-k survivors only; transformers' warpers sort the
     whole vocabulary. Same sets on peaked, flat and tied logits, for several settings."""
-    from gamerl.scoring import _truncation_warpers
+    from gamerl.core.scoring import _truncation_warpers
 
     g = torch.Generator().manual_seed(7)
     rows = [torch.randn(64, 3000, generator=g) * scale for scale in (0.3, 2.0, 8.0)]

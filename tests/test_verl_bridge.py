@@ -44,7 +44,7 @@ from gamerl.integrations.verl.episode import (EpisodeLimits, Generation, feedbac
 from gamerl.integrations.verl.games import (AGENT_NAME, GAMES, extract_guess, get_game,
                                             wordle_feedback)
 from gamerl.models import IM_END, build_tiny, load_policy
-from gamerl.rollout import encode, stop_token_ids
+from gamerl.core.rollout import encode, stop_token_ids
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / "gamerl" / "integrations" / "verl" / "config"

@@ -1,6 +1,6 @@
 """Soak test of the TRAINER's path to a Wordle server: thousands of episodes played by
-``gamerl.rollout.rollout`` (the function PPO collects with) through
-``gamerl.evaluate.http_env_factory`` (one ``WordleEnv`` HTTP client, one server session, per
+``gamerl.core.rollout.rollout`` (the function PPO collects with) through
+``gamerl.core.evaluate.http_env_factory`` (one ``WordleEnv`` HTTP client, one server session, per
 episode) against a real server subprocess.
 
 What must hold (the verl multi-turn Wordle lesson in DESIGN.md section 4: per-episode state
@@ -35,11 +35,11 @@ import httpx
 import pytest
 
 from gamerl.config import get_config
-from gamerl.evaluate import http_env_factory
+from gamerl.core.evaluate import http_env_factory
 from gamerl.games import get_task, wordle_heldout_answers
 from gamerl.models import build_tiny, load_tokenizer
-from gamerl.rollout import RolloutConfig, ScriptedPolicy, rollout, summarize
-from gamerl.samples import episode_table
+from gamerl.core.rollout import RolloutConfig, ScriptedPolicy, rollout, summarize
+from gamerl.tracking.samples import episode_table
 from tasks.wordle.client import find_free_port, start_server, stop_server
 
 from conftest import rss_bytes  # pytest (prepend import mode) puts tests/ on sys.path

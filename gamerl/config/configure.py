@@ -1,11 +1,11 @@
 """``python -m gamerl configure``: a few questions, then config/train_config.json and
-config/env_config.json (gamerl/jsonconfig.py, gamerl/envconfig.py) for
+config/env_config.json (gamerl/config/jsonconfig.py, gamerl/config/envconfig.py) for
 ``python -m gamerl train --config``, for any game: the Password Game, Wordle or OpenSpiel.
 
-    python -m gamerl.configure                    # interactive; defaults in [brackets]
-    python -m gamerl.configure --defaults         # no questions: the committed defaults
-    python -m gamerl.configure --task wordle --defaults --out my_run   # another game's defaults
-    python -m gamerl.configure --out my_run --defaults --force
+    python -m gamerl.config.configure                    # interactive; defaults in [brackets]
+    python -m gamerl.config.configure --defaults         # no questions: the committed defaults
+    python -m gamerl.config.configure --task wordle --defaults --out my_run   # another game's defaults
+    python -m gamerl.config.configure --out my_run --defaults --force
 
 The first question is the game (``--task`` answers it). Then the model, LoRA, the game's own
 settings (Password Game: rules, turns, reward mode; Wordle: guesses, hard mode; OpenSpiel:
@@ -30,8 +30,8 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
-from .config import TrainConfig, get_config
-from .games import OPENSPIEL_DEFAULTS, TASKS
+from .train_config import TrainConfig, get_config
+from ..games.base import OPENSPIEL_DEFAULTS, TASKS
 from .jsonconfig import ENV_FILE, TRAIN_FILE, config_to_json, dumps, write_run_config
 
 Ask = Callable[[str], str]
@@ -60,7 +60,7 @@ def _openspiel_env(games: Sequence[str], opponent: str = "random",
 
 
 def _easy_games() -> list[str]:
-    from .curriculum import default_stages
+    from ..core.curriculum import default_stages
 
     return list(default_stages()[0].games)
 

@@ -37,8 +37,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Optional
 
-from .config import TrainConfig
-from .games import OPENSPIEL_ENV_KEYS, TASKS
+from .train_config import TrainConfig
+from ..games.base import OPENSPIEL_ENV_KEYS, TASKS
 from .jsonchecks import COMMENT, check_keys, field_value, without_comment
 
 ENV_FILE = "env_config.json"
@@ -166,7 +166,7 @@ def _openspiel_values(settings: dict, where: str) -> dict[str, Any]:
 def _check_openspiel(s: dict, where: str) -> None:
     from tasks.openspiel.games import GAMES
 
-    from .curriculum import OPPONENTS
+    from ..core.curriculum import OPPONENTS
 
     def bad(key: str, expected: str) -> ValueError:
         return ValueError(f"{where}: {key}: expected {expected}, got {json.dumps(s[key])}")

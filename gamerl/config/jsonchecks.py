@@ -1,6 +1,6 @@
 """Reading the run's JSON files strictly: errors name the file and the key, list the known keys,
 and say what a value should have been (the types come from TrainConfig's annotations). Shared by
-gamerl/jsonconfig.py (train_config.json) and gamerl/envconfig.py (env_config.json).
+gamerl/config/jsonconfig.py (train_config.json) and gamerl/config/envconfig.py (env_config.json).
 
 JSON has no comments, so every object may hold a ``"_comment"`` (a string or a list of strings),
 which is ignored.
@@ -16,7 +16,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Union
 
-from .config import TrainConfig
+from .train_config import TrainConfig
 
 PathLike = Union[str, "os.PathLike[str]"]
 COMMENT = "_comment"

@@ -1,5 +1,5 @@
 """A run as two JSON files, in the seed guide's shape: ``train_config.json`` (the trainer, in
-sections) and ``env_config.json`` (the game and its settings: gamerl/envconfig.py).
+sections) and ``env_config.json`` (the game and its settings: gamerl/config/envconfig.py).
 
     python -m gamerl configure                        # the wizard writes config/*.json
     python -m gamerl train --config config/train_config.json        # + config/env_config.json
@@ -8,7 +8,7 @@ sections) and ``env_config.json`` (the game and its settings: gamerl/envconfig.p
     train, env = config_to_json(cfg, env_url)                          # the inverse
     write_run_config(cfg, "config", env_url)                           # -> (train path, env path)
 
-Every key maps to one ``TrainConfig`` field (gamerl/config.py says what each does). A key may be
+Every key maps to one ``TrainConfig`` field (gamerl/config/train_config.py says what each does). A key may be
 left out: its field keeps the base config's value (the file's ``preset``, default ``tiny``, for
 env_config.json's ``task``, default ``openspiel``; or the ``base`` argument). An unknown key or
 section, or a value of the wrong type, is an error naming the file, the key and the known keys:
@@ -63,7 +63,7 @@ logging       wandb_mode, wandb_project,  the field of the same name (wandb_mode
 
 Not in the file: ``task`` and ``task_config``, and the Password Game's num_rules,
 reward_per_rule, length_penalty, episode_bonus, bonus_min_rules and reward_mode (all from
-env_config.json: gamerl/envconfig.py says which keys each game has), and warmstart_extra_prob
+env_config.json: gamerl/config/envconfig.py says which keys each game has), and warmstart_extra_prob
 (the base's value).
 """
 
@@ -75,7 +75,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-from .config import PRESETS, TrainConfig, get_config
+from .train_config import PRESETS, TrainConfig, get_config
 from .envconfig import ENV_FILE, LEGACY_TASK, env_to_json, read_env
 from .jsonchecks import COMMENT, PathLike, check_keys, field_value, read_json
 
@@ -149,7 +149,7 @@ _GAME_COMMENTS: dict[str, dict[str, Any]] = {
         "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
                     "per game; max_steps caps the turns of an episode (illegal-move retries "
                     "included).",
-        "curriculum": "easy -> medium -> hard (gamerl/curriculum.py) when stages is null; or a "
+        "curriculum": "easy -> medium -> hard (gamerl/core/curriculum.py) when stages is null; or a "
                       "list of {\"name\", \"games\", \"opponent\", \"threshold\"}. A stage "
                       "ends when the success rate over the last `window` episodes reaches its "
                       "threshold."},
@@ -173,8 +173,8 @@ def train_comments(task: str) -> dict[str, Any]:
     """The "_comment" of each section of train_config.json (key "" for the top level)."""
     games = {"openspiel": "the games", "wordle": "Wordle's settings",
              "password_game": "the Password Game's rules and reward"}
-    top = ["gamerl run configuration (gamerl/jsonconfig.py maps every key to a TrainConfig "
-           "field; gamerl/config.py documents them). Written by `python -m gamerl configure`.",
+    top = ["gamerl run configuration (gamerl/config/jsonconfig.py maps every key to a TrainConfig "
+           "field; gamerl/config/train_config.py documents them). Written by `python -m gamerl configure`.",
            f"Run: python -m gamerl train --task {task} --config config/train_config.json "
            f"(env_config.json next to it holds {games[task]}).",
            "Keys left out keep the preset's values; unknown keys are errors."]
@@ -228,7 +228,7 @@ def _curriculum_value(sec: dict, path: Path, base: TrainConfig) -> dict[str, Any
             raise ValueError(f"{where}.stages: expected null (the default easy -> medium -> "
                              "hard stages) or a list of {\"name\", \"games\", \"opponent\", "
                              f"\"threshold\"}} objects, got {json.dumps(stages)}")
-        from .curriculum import Curriculum
+        from ..core.curriculum import Curriculum
 
         try:
             Curriculum.from_dict(stages)
@@ -297,7 +297,7 @@ def load_run_config(train_path: PathLike, env_path: Optional[PathLike] = None, *
     except (ValueError, TypeError) as e:
         raise ValueError(f"{sources}: {e}") from None
     if cfg.task == "openspiel":
-        from .games import openspiel_settings
+        from ..games.base import openspiel_settings
 
         try:
             openspiel_settings(cfg)

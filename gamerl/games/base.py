@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:  # rollout imports this module; the types are only for readers
-    from .rollout import Episode
+    from ..core.rollout import Episode
 
 Instance = Any  # an int seed, or a JSON-able dict with a "seed" key
 MakeEnv = Callable[..., Any]
@@ -71,7 +71,7 @@ class Task:
 
 def _after_marker(answer: str, marker: str) -> str:
     """``extract_password``'s rule with ``<marker>:`` accepted like ``Password:``."""
-    from .rollout import extract_password
+    from ..core.rollout import extract_password
 
     return extract_password(re.sub(rf"{marker}\s*:", "Password:", answer, flags=re.IGNORECASE))
 
@@ -104,8 +104,8 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
 # ----------------------------------------------------------------------------- Password Game
 
 def _password_task() -> Task:
-    from .rollout import extract_password, feedback_message
-    from .warmstart import demo_password
+    from ..core.rollout import extract_password, feedback_message
+    from ..core.warmstart import demo_password
 
     def env_factory(cfg) -> MakeEnv:
         from tasks.password_game import LocalPasswordGameEnv

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from .evaluate import eval_instances, evaluate
-from .games import openspiel_settings, wilson_interval
+from ..core.evaluate import eval_instances, evaluate
+from .base import openspiel_settings, wilson_interval
 
 __all__ = ["evaluate_openspiel", "format_outcome_table", "outcome_row"]
 

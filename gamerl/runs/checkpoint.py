@@ -34,7 +34,7 @@ one, so replacing takes two renames (old -> ``.NAME.old``, temp -> NAME). A kill
 * ``.NAME.old`` beside a sound NAME (killed before its removal): removed.
 
 ``find_checkpoint`` renames and deletes, so only the process that holds the run's lock
-(gamerl.rundir) may call it.
+(gamerl.runs.rundir) may call it.
 """
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ def find_checkpoint(path: str | Path, *, verify: bool = True,
     checkpoint is checked against its manifest (``verify_checkpoint``, with ``require``) and a
     damaged one raises CheckpointError; nothing else is removed then, so a user can look.
 
-    Renames and deletes: call it only while holding the run's lock (gamerl.rundir).
+    Renames and deletes: call it only while holding the run's lock (gamerl.runs.rundir).
     """
     path = Path(path)
     old = path.parent / f".{path.name}.old"

@@ -13,7 +13,7 @@ What a start may do (``open_run``), holding the lock:
 * without ``--resume``: only start in a directory that holds no run (finished or partial);
   anything a run writes there is a refusal, so nothing is ever deleted or overwritten;
 * with ``--resume``: continue from ``last/`` after recovering interrupted checkpoint writes
-  (gamerl.checkpoint.find_checkpoint) and checking it against its manifest. Refuse, changing
+  (gamerl.runs.checkpoint.find_checkpoint) and checking it against its manifest. Refuse, changing
   nothing, when ``last/`` is damaged, or missing although the run went past its warm start
   (best/ or epoch records exist: a restart would overwrite them), or when there is no run at
   all. A run killed before its first PPO checkpoint (warm start, baseline) resumes from what
@@ -32,8 +32,8 @@ from typing import Optional
 
 from .checkpoint import (CONFIG_FILE, OPTIMIZER_FILE, RNG_FILE, STATE_FILE, CheckpointError,
                          find_checkpoint)
-from .tracking import EPISODES_JSONL, METRICS_JSONL, read_jsonl
-from .warmstart import PROGRESS_DIR
+from ..tracking.tracker import EPISODES_JSONL, METRICS_JSONL, read_jsonl
+from ..core.warmstart import PROGRESS_DIR
 
 LOCK_FILE = ".gamerl.lock"
 # What a run writes in its directory (besides figures and sample tables, which come with these).

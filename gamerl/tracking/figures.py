@@ -29,7 +29,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from .games import describe_metric, password_rule_labels
+from ..games.base import describe_metric, password_rule_labels
 
 FIGURE_METADATA_KEY = "gamerl:figure"
 TRAINING_COLOR, HELDOUT_COLOR, BEST_COLOR = "tab:blue", "tab:orange", "tab:red"

@@ -22,7 +22,7 @@ Columns by task:
   brackets, illegal attempts marked) | outcome.
 
 Cells are escaped for Markdown tables (``|`` and newlines) and long cells are shortened with
-``…``. ``episodes`` are ``gamerl.rollout.Episode`` objects (their ``instance``, ``turns``,
+``…``. ``episodes`` are ``gamerl.core.rollout.Episode`` objects (their ``instance``, ``turns``,
 ``last_obs`` and ``final_info``), from the in-process or the HTTP environment alike.
 """
 

@@ -1,12 +1,12 @@
 """Logging: local JSONL always, wandb when available (offline by default), else tensorboard.
-The figures made from these files are gamerl/figures.py's (``save_figures``, re-exported here).
+The figures made from these files are gamerl/tracking/figures.py's (``save_figures``, re-exported here).
 
 Files in the run directory:
     metrics.jsonl    one JSON object per line: {"kind": "epoch" | "eval", "epoch": ..., ...}
     episodes.jsonl   one line per training episode: {"epoch": ..., "seed": ..., "reward": ...}
     wandb/           the wandb run (offline mode: sync later with `wandb sync <dir>`)
     tensorboard/     event files when wandb is off (`tensorboard --logdir <run_dir>/tensorboard`)
-    *.png            figures (gamerl/figures.py: save_figures)
+    *.png            figures (gamerl/tracking/figures.py: save_figures)
 
 wandb is optional: if it cannot be imported, or ``wandb.init`` fails, the tracker says so once
 and keeps writing the JSONL files, which are the source of truth (figures and summaries are made

@@ -4,7 +4,7 @@ This is the whole multi-turn logic of the verl bridge, kept free of verl so that
 (and reused) without it; ``agent_loop.GameAgentLoop`` only adapts verl's server manager and
 output type to it.
 
-The sequence, token in / token out (never re-tokenized, as in ``gamerl.rollout``):
+The sequence, token in / token out (never re-tokenized, as in ``gamerl.core.rollout``):
 
     prompt_ids:   [chat template of the dataset's messages, ending in the assistant header]
     response_ids: [answer 1]          mask 1   (sampled tokens, including the stop token)
@@ -37,8 +37,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional, Sequence
 
-from gamerl.models import IM_END, chat_prompt
-from gamerl.rollout import encode, env_turn_ids
+from gamerl.models.loading import IM_END, chat_prompt
+from gamerl.core.rollout import encode, env_turn_ids
 
 from .games import GameSpec
 
@@ -119,7 +119,7 @@ def prompt_ids_for(tokenizer, messages: Sequence[dict], enable_thinking: bool = 
 
 def feedback_ids(tokenizer, message: str, answer_closed: bool, enable_thinking: bool = False
                  ) -> list[int]:
-    """Environment tokens between two answers (``gamerl.rollout.env_turn_ids``: what the chat
+    """Environment tokens between two answers (``gamerl.core.rollout.env_turn_ids``: what the chat
     template renders there, with thinking on or off)."""
     return env_turn_ids(tokenizer, message, answer_closed, enable_thinking=enable_thinking)
 
