@@ -238,7 +238,7 @@ class PasswordGameTools:
         Returns:
             Which rules the password satisfies and which new rules were revealed.
         """
-        from gamerl.core.rollout import feedback_message
+        from gamerl.games.password_game import feedback_message
 
         if self._done:
             return "The game is over."

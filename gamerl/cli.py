@@ -101,7 +101,7 @@ def _check_reachable(env_url: str) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from .games.base import get_task
+    from .games.registry import get_task
 
     try:
         cfg, out, env_url = _train_config(args)
@@ -185,7 +185,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from .runs.checkpoint import CONFIG_FILE
     from .config.train_config import TrainConfig
     from .core.evaluate import eval_instances, evaluate, format_table, reference_rows
-    from .games.base import get_task
+    from .games.registry import get_task
 
     ckpt = Path(args.checkpoint)
     if args.env_url:
@@ -270,7 +270,7 @@ def _build_tiny(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from .config.train_config import PRESETS
-    from .games.base import TASKS
+    from .games.registry import TASKS
 
     parser = argparse.ArgumentParser(prog="python -m gamerl", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

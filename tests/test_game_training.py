@@ -23,7 +23,8 @@ pytest.importorskip("pyspiel")
 
 from gamerl.config import get_config
 from gamerl.core.evaluate import eval_instances, local_env_factory
-from gamerl.games import get_task, openspiel_feedback
+from gamerl.games import get_task
+from gamerl.games.openspiel import openspiel_feedback
 from gamerl.config.jsonconfig import load_run_config
 from gamerl.models import load_tokenizer
 from gamerl.core.rollout import RolloutConfig, ScriptedPolicy, rollout

@@ -17,7 +17,7 @@ import pytest
 from gamerl.config import TrainConfig, get_config
 from gamerl.config.configure import WizardCancelled, configure_main, default_config, run_wizard
 from gamerl.core.curriculum import default_stages
-from gamerl.games import OPENSPIEL_ENV_KEYS
+from gamerl.games.openspiel import OPENSPIEL_ENV_KEYS
 from gamerl.config.jsonconfig import (NOT_IN_TRAIN_FILE, SECTIONS, TOP_LEVEL, config_to_json, dumps,
                                load_run_config, write_run_config)
 

@@ -13,8 +13,8 @@ import torch
 
 from gamerl.models import IM_END, PolicyWithValue, build_tiny, chat_prompt, load_policy
 from gamerl.core.rollout import (Answer, LMPolicy, RolloutConfig, ScriptedPolicy, encode,
-                            episodes_to_batch, extract_password, feedback_message, first_messages,
-                            rollout)
+                                 episodes_to_batch, first_messages, rollout)
+from gamerl.games.password_game import extract_password, feedback_message
 from gamerl.core.scoring import Sampling
 from gamerl.core.trainer import forward_policy
 from tasks.password_game import GameConfig, LocalPasswordGameEnv

@@ -10,7 +10,8 @@ import random
 import pytest
 
 from gamerl.config import get_config
-from gamerl.games import get_task, wordle_heldout_answers
+from gamerl.games import get_task
+from gamerl.games.wordle import wordle_heldout_answers
 from gamerl.core.rollout import Episode, Turn
 from gamerl.tracking.samples import episode_table, pick_episodes
 

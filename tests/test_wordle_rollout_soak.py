@@ -36,7 +36,8 @@ import pytest
 
 from gamerl.config import get_config
 from gamerl.core.evaluate import http_env_factory
-from gamerl.games import get_task, wordle_heldout_answers
+from gamerl.games import get_task
+from gamerl.games.wordle import wordle_heldout_answers
 from gamerl.models import build_tiny, load_tokenizer
 from gamerl.core.rollout import RolloutConfig, ScriptedPolicy, rollout, summarize
 from gamerl.tracking.samples import episode_table

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
 from .train_config import TrainConfig, get_config
-from ..games.base import OPENSPIEL_DEFAULTS, TASKS
+from ..games.openspiel import OPENSPIEL_DEFAULTS
+from ..games.registry import TASKS
 from .jsonconfig import ENV_FILE, TRAIN_FILE, config_to_json, dumps, write_run_config
 
 Ask = Callable[[str], str]

@@ -21,7 +21,7 @@ and the task's own keys:
   fields, tasks/wordle/README.md): TrainConfig.task_config;
 * ``openspiel``: ``games``, ``opponent``, ``model_seat``, ``mcts_simulations``, ``mcts_uct_c``,
   ``mcts_rollouts``, ``illegal_move_policy``, ``max_illegal_retries``, ``reward``
-  (``gamerl.games.OPENSPIEL_ENV_KEYS``, tasks/openspiel/README.md): TrainConfig.task_config.
+  (``gamerl.games.openspiel.OPENSPIEL_ENV_KEYS``, tasks/openspiel/README.md): TrainConfig.task_config.
   With the curriculum on, training plays the current stage's games and opponent; ``games`` and
   ``opponent`` are then what the held-out evaluation plays.
 
@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .train_config import TrainConfig
-from ..games.base import OPENSPIEL_ENV_KEYS, TASKS
+from ..games.openspiel import OPENSPIEL_ENV_KEYS
+from ..games.registry import TASKS
 from .jsonchecks import COMMENT, check_keys, field_value, without_comment
 
 ENV_FILE = "env_config.json"

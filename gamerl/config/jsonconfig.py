@@ -297,7 +297,7 @@ def load_run_config(train_path: PathLike, env_path: Optional[PathLike] = None, *
     except (ValueError, TypeError) as e:
         raise ValueError(f"{sources}: {e}") from None
     if cfg.task == "openspiel":
-        from ..games.base import openspiel_settings
+        from ..games.openspiel import openspiel_settings
 
         try:
             openspiel_settings(cfg)

@@ -245,14 +245,14 @@ class TrainConfig:
 
     def game_config(self):
         """The Password Game's GameConfig (its fields above)."""
-        from ..games.base import password_game_config
+        from ..games.password_game import password_game_config
 
         return password_game_config(self)
 
     def effective_system_prompt(self) -> Optional[str]:
         """``system_prompt``, or the task's default when it is None ("" means none)."""
         if self.system_prompt is None:
-            from ..games.base import get_task
+            from ..games.registry import get_task
 
             return get_task(self.task).system_prompt
         return self.system_prompt or None

@@ -29,7 +29,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from ..games.base import get_task, password_solver_answer as solver_answer  # noqa: F401 (re-export)
+from ..games.registry import get_task
 from .rollout import Episode, LMPolicy, RolloutConfig, ScriptedPolicy, rollout
 
 
@@ -139,5 +139,4 @@ def format_table(rows: dict[str, dict[str, Any]], extra: Sequence[str] = ("rules
 
 
 __all__ = ["column_label", "episode_metrics", "eval_instances", "evaluate", "evaluate_scripted",
-           "format_table", "http_env_factory", "local_env_factory", "reference_rows",
-           "solver_answer"]
+           "format_table", "http_env_factory", "local_env_factory", "reference_rows"]

@@ -1,8 +1,8 @@
 """Batched multi-turn rollouts: many game episodes played at once by one policy.
 
 The game-specific parts (how an episode starts, the action in an answer, the feedback message,
-the numbers kept per turn) come from the run's ``Task`` (``gamerl.games``); the Password Game's
-are described below, the other games follow the same pattern.
+the numbers kept per turn) come from the run's ``Task`` (``gamerl.games.get_task``; each game's
+module in ``gamerl.games`` describes its own).
 
 Every episode is kept as ONE token sequence, exactly the tokens the model saw and produced:
 
@@ -19,34 +19,21 @@ carry a reward, a log-prob or a loss.
 Batching: at each turn ALL live episodes generate their next answer in ONE ``generate`` call
 (left padding so every row ends at the same column, KV cache on). Episodes that ended drop out.
 
-User messages (``feedback``):
-* turn 1: the system prompt and the game's full observation text (instructions, turn counter,
-  the revealed rules);
-* later turns, ``"compact"`` (default): one header line "Turn t of T. k of n rules hold.", then
-  only the rules that changed the picture: newly revealed rules (with their verdict) and revealed
-  rules the password now breaks. Rules that still hold are not repeated: they are in the context
-  already, and repeating all of them would make a 30-turn episode O(turns x rules) tokens.
-  If the game altered the password (fire, Paul hatching) the message shows the altered password.
-* ``"full"``: the game's whole observation text every turn (simple, long).
+User messages: turn 1 is the system prompt and the game's first observation
+(``first_messages``); later turns are the task's ``feedback`` (the Password Game's compact
+message shows only the rules that changed the picture: ``gamerl.games.password_game``).
 
 Context budget: an episode whose sequence plus ``max_new_tokens`` would exceed
 ``max_context_tokens`` ends before that turn (``context_exhausted``). Compact feedback keeps this
 rare; the budget exists so a runaway conversation can never exhaust memory.
 
-Password extraction (``extract_password``), in order:
-1. if ``</think>`` occurs, keep only the text after its last occurrence (drops thinking);
-   an unclosed ``<think>`` drops everything from it to the end;
-2. if ``Password:`` occurs (any case), keep the text after its LAST occurrence;
-3. take the first non-empty line, skipping lines that are only a code fence (```` ``` ````);
-4. strip surrounding whitespace, then matching wrapping quotes/backticks, repeatedly.
-Markup (``*``) is never stripped: it is part of the password. An answer with nothing left gives
-the empty password, a valid (bad) move, never an exception.
+The action in an answer is the task's ``extract`` (every game uses the rule of
+``gamerl.games.base.extract_answer``).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence
 
@@ -55,47 +42,13 @@ from tqdm.auto import tqdm
 
 from tasks.common.client import TooManySessionsError
 
-from ..games.base import get_task, instance_seed
-from .sessions import EpisodeLost
+from ..games.base import instance_seed
+from ..games.registry import get_task
 from ..models.loading import ENDOFTEXT, IM_END, chat_prompt
 from .scoring import Sampling, SampledLogprobs, sampling_processors
+from .sessions import EpisodeLost
 
 log = logging.getLogger("gamerl")
-
-# ----------------------------------------------------------------------------- extraction
-
-_PASSWORD_MARK = re.compile(r"password\s*:", re.IGNORECASE)
-_FENCE_LINE = re.compile(r"^```[\w+-]*$")
-_WRAPPERS = (("```", "```"), ("`", "`"), ('"', '"'), ("'", "'"), ("\u201c", "\u201d"),
-             ("\u2018", "\u2019"))
-
-
-def extract_password(answer: str) -> str:
-    """The password in a model's answer (rules in the module docstring)."""
-    text = answer
-    if "</think>" in text:
-        text = text.rsplit("</think>", 1)[1]
-    if "<think>" in text:
-        text = text.split("<think>", 1)[0]
-    marks = list(_PASSWORD_MARK.finditer(text))
-    if marks:
-        text = text[marks[-1].end():]
-    line = ""
-    for candidate in text.splitlines():
-        candidate = candidate.strip()
-        if candidate and not _FENCE_LINE.match(candidate):
-            line = candidate
-            break
-    changed = True
-    while changed and line:
-        changed = False
-        for left, right in _WRAPPERS:
-            if len(line) >= len(left) + len(right) and line.startswith(left) and line.endswith(right):
-                line = line[len(left):len(line) - len(right)].strip()
-                changed = True
-                break
-    return line
-
 
 # ----------------------------------------------------------------------------- messages
 
@@ -103,24 +56,6 @@ def extract_password(answer: str) -> str:
 def first_messages(obs: dict[str, Any], system_prompt: Optional[str]) -> list[dict[str, str]]:
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
     return messages + [{"role": "user", "content": obs["text"]}]
-
-
-def feedback_message(obs: dict[str, Any], info: dict[str, Any], submitted: str,
-                     style: str = "compact") -> str:
-    """The user message after a submission (see the module docstring)."""
-    if style == "full":
-        return obs["text"]
-    lines = [f"Turn {obs['turn']} of {obs['max_steps']}. "
-             f"{info['rules_satisfied']} of {info['num_revealed']} rules hold."]
-    if obs.get("last_password") is not None and obs["last_password"] != submitted:
-        lines.append(f"The game changed your password to: {obs['last_password']}")
-    newly = set(info.get("newly_revealed", ()))
-    for rule in info["rules"]:
-        if rule["id"] in newly or not rule["satisfied"]:
-            mark = "[x]" if rule["satisfied"] else "[ ]"
-            tag = "New: " if rule["id"] in newly else ""
-            lines.append(f"{tag}{mark} Rule {rule['id'] + 1}: {rule['text']}")
-    return "\n".join(lines)
 
 
 def encode(tokenizer, text: str) -> list[int]:
@@ -572,5 +507,4 @@ def summarize(episodes: Sequence[Episode], cfg=None) -> dict[str, Any]:
 
 __all__ = ["Answer", "Episode", "LMPolicy", "RolloutConfig", "ScriptedPolicy", "TokenBatch",
            "Turn", "TurnPolicy", "drop_lost", "encode", "env_turn_ids", "episodes_to_batch",
-           "extract_password", "feedback_message", "first_messages", "rollout", "stop_token_ids",
-           "summarize"]
+           "first_messages", "rollout", "stop_token_ids", "summarize"]

@@ -52,7 +52,7 @@ from ..runs.checkpoint import (STATE_FILE, CheckpointError, load_checkpoint_stat
                          set_rng_state)
 from ..config.train_config import TrainConfig, default_run_dir
 from .evaluate import eval_instances, evaluate, format_table, local_env_factory, reference_rows
-from ..games.base import get_task
+from ..games.registry import get_task
 from .curriculum import Curriculum
 from ..models.lora import LoraSettings, adapter_disabled, apply_lora, is_peft, load_4bit, load_lora_policy
 from ..models.loading import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, lm_head, lm_trunk,

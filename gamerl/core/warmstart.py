@@ -49,56 +49,17 @@ MARKER = "warmstart.json"
 PROGRESS_DIR = "warmstart_progress"  # beside the warm start's own directory
 PROGRESS_FILE = "progress.json"
 WEIGHTS_FILE = "model.safetensors"
-WORDS = ("garden", "sunset", "planet", "forest", "silver", "rocket", "candle", "breeze", "harbor",
-         "meadow", "puzzle", "window", "bottle", "falcon", "pencil", "orange", "tunnel", "basket",
-         "guitar", "pepper")
-MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
-          "october", "november", "december")
-SPONSORS = ("pepsi", "starbucks", "shell")
-SPECIALS = "!@#$%&?-_.+=~^"  # never '*' (markup) or '\\'
-# Digit runs that sum to 25, the kind a person knows by heart. With random compositions instead,
-# RL must learn digit arithmetic from a sparse reward, far beyond a few CPU minutes for tiny.
-SUM25_RUNS = ("997", "889", "1996", "4759", "2788")
-
-
-def demo_password(rng: random.Random, num_rules: int, p: float) -> str:
-    """A password with at least 5 characters; each later rule's ingredient with probability p.
-
-    Only ingredients of rules inside the game (ids < num_rules) are used. Rule ids: 1 number,
-    2 uppercase, 3 special character, 4 digits sum to 25, 5 month, 6 Roman numeral,
-    7 sponsor (8 and beyond need more than an ingredient and are left to RL).
-    """
-    use = lambda rule: rule < num_rules and rng.random() < p  # noqa: E731
-    upper = use(2)
-    word = rng.choice(WORDS)
-    parts = [word.capitalize() if upper else word]
-    if use(5):
-        month = rng.choice(MONTHS)
-        parts.append(month.capitalize() if upper else month)
-    if use(7):
-        parts.append(rng.choice(SPONSORS))
-    if use(6):
-        parts.append(rng.choice(("XXXV", "VII", "V")))
-    if use(1):
-        if use(4):
-            parts.append(rng.choice(SUM25_RUNS))
-        else:
-            parts.append("".join(str(rng.randint(0, 9)) for _ in range(rng.randint(1, 3))))
-    if use(3):
-        parts.append(rng.choice(SPECIALS))
-    return " ".join(parts)
-
-
 def demonstrations(cfg, tokenizer, seed: int) -> list[tuple[list[int], list[int]]]:
     """``warmstart_examples`` demonstration episodes on training instances, as (token_ids, mask).
 
     They are played through ``rollout`` by a scripted policy that answers every turn with the
-    task's demonstration answer (``Task.demo``: for the Password Game a fresh ``demo_password``;
+    task's demonstration answer (``Task.demo``: for the Password Game a fresh
+    ``gamerl.games.password_game.demo_password``;
     for Wordle a random answer word; for OpenSpiel a random legal move), against the real game:
     so later turns see exactly the feedback messages a rollout shows, and the model learns to
     answer them in the same format (mask 1 = answer tokens, the only ones with a loss)."""
     from .evaluate import local_env_factory
-    from ..games.base import get_task
+    from ..games.registry import get_task
     from .rollout import RolloutConfig, ScriptedPolicy, rollout
 
     task = get_task(cfg.task)
@@ -259,5 +220,4 @@ def cached_warm_start(cfg, out_dir: str | Path) -> Optional[dict[str, Any]]:
     return data["stats"] if data.get("settings") == _marker(cfg) else None
 
 
-__all__ = ["PROGRESS_DIR", "SUM25_RUNS", "cached_warm_start", "demo_password", "demonstrations",
-           "sft_loss", "warm_start"]
+__all__ = ["PROGRESS_DIR", "cached_warm_start", "demonstrations", "sft_loss", "warm_start"]

@@ -8,7 +8,7 @@ The policy plays ``num_episodes`` held-out games per game (seeds from ``eval_see
 seat drawn per game as in training) through the same rollout as training, sampling by default.
 The reference agents play the same number of games through the text interface with
 ``tasks.openspiel.match.play_match`` (their seat alternates, so first-move advantage cancels).
-Rates come with 95% Wilson score intervals (``gamerl.games.wilson_interval``): with 100 games a
+Rates come with 95% Wilson score intervals (``gamerl.games.base.wilson_interval``): with 100 games a
 win rate of 50% is known to about +-10 points, which is what separates a real gain from noise.
 """
 
@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 from ..core.evaluate import eval_instances, evaluate
-from .base import openspiel_settings, wilson_interval
+from .base import wilson_interval
+from .openspiel import openspiel_settings
 
 __all__ = ["evaluate_openspiel", "format_outcome_table", "outcome_row"]
 

@@ -29,7 +29,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..games.base import describe_metric, password_rule_labels
+from ..games.password_game import password_rule_labels
+from ..games.registry import describe_metric
 
 FIGURE_METADATA_KEY = "gamerl:figure"
 TRAINING_COLOR, HELDOUT_COLOR, BEST_COLOR = "tab:blue", "tab:orange", "tab:red"

@@ -1,0 +1,196 @@
+"""The Password Game (``tasks.password_game``) on the trainer's side: everything specific to it.
+
+* the system prompt; the password in an answer (``extract_password``: the shared rule of
+  ``gamerl.games.base.extract_answer``, ``Password:`` as the marker);
+* the user message after a submission (``feedback_message``):
+  - turn 1 (the rollout's first message): the system prompt and the game's full observation
+    text (instructions, turn counter, the revealed rules);
+  - later turns, ``"compact"`` (default): one header line "Turn t of T. k of n rules hold.",
+    then only the rules that changed the picture: newly revealed rules (with their verdict) and
+    revealed rules the password now breaks. Rules that still hold are not repeated: they are in
+    the context already, and repeating all of them would make a 30-turn episode
+    O(turns x rules) tokens. If the game altered the password (fire, Paul hatching) the message
+    shows the altered password;
+  - ``"full"``: the game's whole observation text every turn (simple, long);
+* the numbers kept per turn, the evaluation columns (rules satisfied, per-rule pass rates) and
+  the failure replay's priority (rules not satisfied);
+* the warm start's demonstrations (``demo_password`` and its word lists) and the reference
+  agents (the solver, random strings);
+* ``password_game_config`` (a TrainConfig's game fields as the game's ``GameConfig``) and
+  ``password_rule_labels`` (the figures' rule names).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+from .base import MakeEnv, Task, extract_answer, seed_eval, seed_instances, seed_start
+
+__all__ = ["MONTHS", "SPECIALS", "SPONSORS", "SUM25_RUNS", "SYSTEM_PROMPT", "WORDS",
+           "demo_password", "extract_password", "feedback_message", "make_task",
+           "password_game_config", "password_rule_labels", "password_solver_answer"]
+
+SYSTEM_PROMPT = ("You are playing the Password Game. Reply with your next password only, on one "
+                 "line.")
+
+
+def extract_password(answer: str) -> str:
+    """The password in a model's answer (``gamerl.games.base``'s docstring has the rule)."""
+    return extract_answer(answer)
+
+
+def feedback_message(obs: dict[str, Any], info: dict[str, Any], submitted: str,
+                     style: str = "compact") -> str:
+    """The user message after a submission (see the module docstring)."""
+    if style == "full":
+        return obs["text"]
+    lines = [f"Turn {obs['turn']} of {obs['max_steps']}. "
+             f"{info['rules_satisfied']} of {info['num_revealed']} rules hold."]
+    if obs.get("last_password") is not None and obs["last_password"] != submitted:
+        lines.append(f"The game changed your password to: {obs['last_password']}")
+    newly = set(info.get("newly_revealed", ()))
+    for rule in info["rules"]:
+        if rule["id"] in newly or not rule["satisfied"]:
+            mark = "[x]" if rule["satisfied"] else "[ ]"
+            tag = "New: " if rule["id"] in newly else ""
+            lines.append(f"{tag}{mark} Rule {rule['id'] + 1}: {rule['text']}")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- warm start
+
+WORDS = ("garden", "sunset", "planet", "forest", "silver", "rocket", "candle", "breeze", "harbor",
+         "meadow", "puzzle", "window", "bottle", "falcon", "pencil", "orange", "tunnel", "basket",
+         "guitar", "pepper")
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
+          "october", "november", "december")
+SPONSORS = ("pepsi", "starbucks", "shell")
+SPECIALS = "!@#$%&?-_.+=~^"  # never '*' (markup) or '\\'
+# Digit runs that sum to 25, the kind a person knows by heart. With random compositions instead,
+# RL must learn digit arithmetic from a sparse reward, far beyond a few CPU minutes for tiny.
+SUM25_RUNS = ("997", "889", "1996", "4759", "2788")
+
+
+def demo_password(rng: random.Random, num_rules: int, p: float) -> str:
+    """A password with at least 5 characters; each later rule's ingredient with probability p.
+
+    Only ingredients of rules inside the game (ids < num_rules) are used. Rule ids: 1 number,
+    2 uppercase, 3 special character, 4 digits sum to 25, 5 month, 6 Roman numeral,
+    7 sponsor (8 and beyond need more than an ingredient and are left to RL).
+    """
+    use = lambda rule: rule < num_rules and rng.random() < p  # noqa: E731
+    upper = use(2)
+    word = rng.choice(WORDS)
+    parts = [word.capitalize() if upper else word]
+    if use(5):
+        month = rng.choice(MONTHS)
+        parts.append(month.capitalize() if upper else month)
+    if use(7):
+        parts.append(rng.choice(SPONSORS))
+    if use(6):
+        parts.append(rng.choice(("XXXV", "VII", "V")))
+    if use(1):
+        if use(4):
+            parts.append(rng.choice(SUM25_RUNS))
+        else:
+            parts.append("".join(str(rng.randint(0, 9)) for _ in range(rng.randint(1, 3))))
+    if use(3):
+        parts.append(rng.choice(SPECIALS))
+    return " ".join(parts)
+
+
+# ----------------------------------------------------------------------------- reference agents
+
+def password_solver_answer(episode) -> str:
+    """The solver's password for this game (Paul as 🐔 once he has hatched)."""
+    from tasks.password_game import make_instance, solve
+
+    return solve(make_instance(episode.seed), hatched=bool(episode.last_obs.get("hatched")))
+
+
+def _random_answer(cfg) -> Callable:
+    import string
+
+    alphabet = string.ascii_letters + string.digits + "!@#$%&?-_.+=~^"
+
+    def answer(episode) -> str:  # 5-20 letters, digits, punctuation (no markup): the floor
+        rng = random.Random(f"{cfg.seed}:{episode.seed}:{len(episode.turns)}")
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(5, 20)))
+
+    return answer
+
+
+# ----------------------------------------------------------------------------- configuration
+
+def password_game_config(cfg):
+    """The Password Game's GameConfig from a TrainConfig (its game fields)."""
+    from tasks.password_game import GameConfig, RewardConfig
+
+    return GameConfig(max_steps=cfg.max_steps, num_rules=cfg.num_rules, reward=RewardConfig(
+        reward_per_rule=cfg.reward_per_rule, length_penalty=cfg.length_penalty,
+        episode_bonus=cfg.episode_bonus, bonus_min_rules=cfg.bonus_min_rules,
+        mode=cfg.reward_mode))
+
+
+def password_rule_labels(n: int) -> list[str]:
+    """``["1. 5+ characters", "2. a number", ...]`` for the first ``n`` rules: numbered from 1
+    as the game's text numbers them (``per_rule_pass_rate[i]`` is rule ``i + 1``)."""
+    from tasks.password_game.rules import NUM_RULES, rule_label
+
+    return [rule_label(i) if i < NUM_RULES else f"{i + 1}" for i in range(n)]
+
+
+# ----------------------------------------------------------------------------- the task
+
+def _env_factory(cfg) -> MakeEnv:
+    from tasks.password_game import LocalPasswordGameEnv
+
+    game_config = password_game_config(cfg)
+    return lambda: LocalPasswordGameEnv(game_config)
+
+
+def _http_factory(cfg, base_url: str) -> MakeEnv:
+    from dataclasses import asdict
+
+    from tasks.password_game import PasswordGameEnv
+
+    gc = password_game_config(cfg)
+    return lambda: PasswordGameEnv(base_url, max_steps=gc.max_steps, num_rules=gc.num_rules,
+                                   reward=asdict(gc.reward))
+
+
+def _turn_stats(info: dict) -> dict:
+    return {"rules_satisfied": int(info["rules_satisfied"]),
+            "num_revealed": int(info["num_revealed"]), "success": bool(info["success"])}
+
+
+def _metrics(episodes, cfg) -> dict:
+    n = max(len(episodes), 1)
+    per_rule = [0.0] * cfg.num_rules
+    for ep in episodes:
+        for rule in ep.final_info.get("rules", []):
+            if rule["satisfied"] and rule["id"] < cfg.num_rules:
+                per_rule[rule["id"]] += 1
+    return {"rules_satisfied": sum(ep.rules_satisfied for ep in episodes) / n,
+            "per_rule_pass_rate": [c / n for c in per_rule]}
+
+
+def make_task() -> Task:
+    return Task(
+        name="password_game",
+        system_prompt=SYSTEM_PROMPT,
+        extract=extract_password, feedback=feedback_message,
+        env_factory=_env_factory, http_env_factory=_http_factory, start=seed_start,
+        train_instances=seed_instances, eval_instances=seed_eval,
+        turn_stats=_turn_stats, metrics=_metrics,
+        badness=lambda ep, cfg: 1.0 - ep.rules_satisfied / max(cfg.num_rules, 1),
+        demo=lambda cfg, rng: (lambda ep: demo_password(rng, cfg.num_rules,
+                                                        cfg.warmstart_extra_prob)),
+        reference_agents=lambda cfg: {"solver": password_solver_answer,
+                                      "random": _random_answer(cfg)},
+        max_turns=lambda cfg: cfg.max_steps,
+        headline=("rules_satisfied",),
+        reference_labels={"solver": "solver (all rules)", "random": "random strings (floor)"},
+        metric_descriptions={"rules_satisfied": "rules the last password satisfies (mean)"},
+    )

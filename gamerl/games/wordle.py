@@ -1,0 +1,154 @@
+"""Wordle (``tasks.wordle``) on the trainer's side: everything specific to it.
+
+The system prompt; the guess in an answer (``extract_guess``); the board after a guess
+(``wordle_feedback``); the held-out answers of evaluation (``wordle_heldout_answers``: training
+never draws them); the numbers kept per turn (valid, repeated, greens), the evaluation columns
+and the failure replay's priority; random answer words as warm-start demonstrations; the
+entropy solver and random words as reference agents.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from .base import Instance, MakeEnv, Task, after_marker
+
+__all__ = ["WORDLE_HELDOUT", "extract_guess", "make_task", "wordle_config", "wordle_feedback",
+           "wordle_heldout_answers"]
+
+_EMPHASIS = "*_"
+_TRAILING = ".!?"
+WORDLE_HELDOUT = 128  # held-out answers (evaluation only)
+
+
+def extract_guess(answer: str) -> str:
+    """The guess in a model's answer: ``extract_answer``'s rule (``gamerl.games.base``) with ``Guess:`` as a marker
+    too, then emphasis (``*``, ``_``) around the word and trailing ``.!?`` removed. The game
+    itself lowercases and strips whitespace (``tasks.wordle.normalize_guess``)."""
+    word = after_marker(answer, "guess")
+    return word.strip(_EMPHASIS).rstrip(_TRAILING).strip(_EMPHASIS).strip()
+
+
+def wordle_feedback(obs: Mapping[str, Any], info: Mapping[str, Any], action: str,
+                    style: str = "compact") -> str:
+    """The observation after a guess; ``compact`` drops the instructions paragraph (already in
+    the first message): the board (invalid guesses say why), the letters, the guesses left."""
+    from tasks.wordle.game import INSTRUCTIONS
+
+    text = obs["text"]
+    if style == "compact" and text.startswith(INSTRUCTIONS):
+        text = text[len(INSTRUCTIONS):].lstrip("\n")
+    return text
+
+
+def wordle_heldout_answers(n: int = WORDLE_HELDOUT) -> tuple[str, ...]:
+    """A fixed, diverse held-out set: every (2309/n)-th answer in alphabetical order, so all
+    first letters and letter patterns are represented. Training never draws these answers."""
+    from tasks.wordle import answers
+
+    words = sorted(answers())
+    return tuple(words[(i * len(words)) // n] for i in range(n))
+
+
+def wordle_config(cfg):
+    from tasks.wordle import WordleConfig
+
+    return WordleConfig(**dict(cfg.task_config or {}))
+
+
+def make_task() -> Task:
+    def env_factory(cfg) -> MakeEnv:
+        from tasks.wordle import LocalWordleEnv
+
+        config = wordle_config(cfg)
+        return lambda: LocalWordleEnv(config)
+
+    def http_factory(cfg, base_url: str) -> MakeEnv:
+        from dataclasses import asdict
+
+        from tasks.wordle import WordleEnv
+
+        c = wordle_config(cfg)
+        return lambda: WordleEnv(base_url, max_guesses=c.max_guesses, hard_mode=c.hard_mode,
+                                 reward=asdict(c.reward))
+
+    def start(make_env: MakeEnv, instance: Instance) -> tuple[Any, dict]:
+        env = make_env()
+        return env, env.reset(answer=instance["answer"])
+
+    def train_instances(cfg, seeds: Sequence[int], stage: Optional[dict] = None) -> list:
+        from tasks.wordle import answers
+
+        held = set(wordle_heldout_answers())
+        pool = [w for w in answers() if w not in held]
+        return [{"seed": s, "answer": pool[random.Random(s).randrange(len(pool))]} for s in seeds]
+
+    def eval_instances(cfg, n: int, overrides: Optional[dict] = None) -> list:
+        held = wordle_heldout_answers()
+        seeds = cfg.eval_seeds(n)
+        return [{"seed": s, "answer": held[i % len(held)]} for i, s in enumerate(seeds)]
+
+    def turn_stats(info: dict) -> dict:
+        return {"valid": bool(info.get("valid")), "repeated": bool(info.get("repeated")),
+                "greens": sum(m == "green" for m in (info.get("marks") or [])),
+                "success": bool(info.get("success"))}
+
+    def metrics(episodes, cfg) -> dict:
+        n = max(len(episodes), 1)
+        turns = [t for ep in episodes for t in ep.turns]
+        wins = [len(ep.turns) for ep in episodes if ep.success]
+        return {"guesses_when_solved": sum(wins) / len(wins) if wins else float("nan"),
+                "invalid_rate": sum(not t.stats.get("valid") for t in turns) / max(len(turns), 1),
+                "repeat_rate": sum(t.stats.get("repeated", False) for t in turns)
+                / max(len(turns), 1),
+                "best_greens": sum(max((t.stats.get("greens", 0) for t in ep.turns), default=0)
+                                   for ep in episodes) / n}
+
+    def badness(ep, cfg) -> float:
+        if ep.success:
+            return 0.0
+        return 1.0 - max((t.stats.get("greens", 0) for t in ep.turns), default=0) / 5 * 0.5
+
+    def demo(cfg, rng: random.Random) -> Callable:
+        from tasks.wordle import answers
+
+        words = answers()
+        return lambda ep: rng.choice(words)  # a valid word, feedback ignored: format, not skill
+
+    def reference_agents(cfg) -> dict:
+        from tasks.wordle import answers
+        from tasks.wordle.solver import default_solver
+
+        solver = default_solver()
+        words = answers()
+
+        def solver_answer(ep) -> str:
+            obs = ep.last_obs
+            return solver.next_guess(list(zip(obs.get("guesses", []), obs.get("marks", []))))
+
+        def random_answer(ep) -> str:
+            return random.Random(f"{cfg.seed}:{ep.seed}:{len(ep.turns)}").choice(words)
+
+        return {"solver": solver_answer, "random": random_answer}
+
+    return Task(
+        name="wordle",
+        system_prompt="You are playing Wordle. Reply with your next guess only: one 5-letter word.",
+        extract=extract_guess, feedback=wordle_feedback,
+        env_factory=env_factory, http_env_factory=http_factory, start=start,
+        train_instances=train_instances, eval_instances=eval_instances,
+        turn_stats=turn_stats, metrics=metrics, badness=badness, demo=demo,
+        reference_agents=reference_agents,
+        max_turns=lambda cfg: wordle_config(cfg).max_guesses,
+        headline=("best_greens",),
+        # The entropy solver wins every held-out game in 3.5 guesses on average; a policy that
+        # finds words in fewer guesses could out-earn it, so it is not called a bound.
+        reference_labels={"solver": "entropy solver (wins every game)",
+                          "random": "random answer words"},
+        metric_descriptions={
+            "best_greens": "greens in the best guess (mean, of 5)",
+            "guesses_when_solved": "guesses per solved game (mean)",
+            "invalid_rate": "invalid guesses (fraction of turns)",
+            "repeat_rate": "repeated guesses (fraction of turns)"},
+    )
