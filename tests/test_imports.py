@@ -1,5 +1,7 @@
-"""No import circle in ``tasks/`` (module level or inside functions): the Password Game's
-``instance`` -> ``solver`` -> ``rules`` -> ``instance`` circle is gone for good."""
+"""No import circle in ``tasks/`` or ``gamerl/`` (module level or inside functions): the Password
+Game's ``instance`` -> ``solver`` -> ``rules`` -> ``instance`` circle and gamerl's
+``games`` -> ``rollout``/``warmstart`` -> ``evaluate`` -> ``games`` circle are gone for good.
+And the trainer reaches the games only through the registry (``gamerl.games.get_task``)."""
 
 import ast
 from pathlib import Path
@@ -7,8 +9,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 def _module_graph(package: Path) -> dict[str, set[str]]:
-    """Every ``tasks`` module -> the ``tasks`` modules it imports, at module level or inside
-    functions (``ast.walk`` sees both)."""
+    """Every module of ``package`` -> the modules of ``package`` it imports, at module level or
+    inside functions (``ast.walk`` sees both, ``if TYPE_CHECKING:`` blocks too). Importing
+    ``a.b.c`` also runs the ``__init__`` of ``a`` and ``a.b``: those packages count too, except
+    the importer's own (they are already being imported when it runs)."""
     graph: dict[str, set[str]] = {}
     for path in sorted(package.rglob("*.py")):
         parts = path.relative_to(package.parent).with_suffix("").parts
@@ -23,7 +27,9 @@ def _module_graph(package: Path) -> dict[str, set[str]]:
                 deps.update(f"{target}.{alias.name}" for alias in node.names)
             elif isinstance(node, ast.Import):
                 deps.update(alias.name for alias in node.names)
-        graph[name] = deps
+        own = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+        parents = {".".join(d.split(".")[:i]) for d in deps for i in range(1, d.count(".") + 1)}
+        graph[name] = (deps | parents) - own
     return {m: {d for d in deps if d in graph and d != m} for m, deps in graph.items()}
 
 
@@ -51,3 +57,47 @@ def test_no_import_cycles_in_tasks():
     graph = _module_graph(REPO / "tasks")
     assert "tasks.password_game.rules" in graph and graph["tasks.password_game.solver"]
     assert _cycles(graph) == []
+
+
+def test_no_import_cycles_in_gamerl():
+    graph = _module_graph(REPO / "gamerl")
+    assert "gamerl.core.rollout" in graph and "gamerl.games.registry" in graph["gamerl.core.rollout"]
+    assert _cycles(graph) == []
+
+
+GAME_MODULES = {"gamerl.games.password_game", "gamerl.games.wordle", "gamerl.games.openspiel",
+                "gamerl.games.openspiel_eval"}
+TRAINER_MODULES = ("gamerl.core.rollout", "gamerl.core.trainer", "gamerl.core.epoch",
+                   "gamerl.core.evaluate", "gamerl.core.warmstart", "gamerl.core.replay")
+
+
+def test_trainer_imports_no_game_module():
+    """The rollout, trainer, evaluation, warm start and replay name no game: they go through
+    ``get_task``, so a new game is one module and one registry line."""
+    graph = _module_graph(REPO / "gamerl")
+    for module in TRAINER_MODULES:
+        if module in graph:
+            assert not graph[module] & GAME_MODULES, module
+            games = {d for d in _raw_imports(module)
+                     if d.startswith("tasks.") and not d.startswith("tasks.common")}
+            assert not games, (module, games)  # tasks.common: the client errors every game has
+
+
+def test_games_import_nothing_of_the_trainer():
+    """Dependencies point one way: the trainer uses the games, never the reverse (the
+    evaluation table of OpenSpiel, which runs the trainer's evaluation, is the one exception)."""
+    graph = _module_graph(REPO / "gamerl")
+    for module in ("gamerl.games.base", "gamerl.games.registry", "gamerl.games.password_game",
+                   "gamerl.games.wordle", "gamerl.games.openspiel"):
+        assert not any(d.startswith("gamerl.core") for d in graph[module]), module
+
+
+def _raw_imports(module: str) -> set[str]:
+    path = REPO.joinpath(*module.split(".")).with_suffix(".py")
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
