@@ -124,7 +124,7 @@ def bench_config(args, turns: int):
 
 def round_seeds(cfg, rounds: int) -> list[list[int]]:
     """Each round's game seeds, one per prompt (our epoch_seeds repeats each group_size times)."""
-    from gamerl.core.trainer import epoch_seeds
+    from gamerl.core.epoch import epoch_seeds
 
     return [epoch_seeds(cfg, r)[::cfg.group_size] for r in range(rounds)]
 
@@ -182,7 +182,8 @@ def run_ours(args, turns: int) -> dict:
     update, once per round."""
     from gamerl.core.evaluate import local_env_factory
     from gamerl.models import PolicyWithValue, load_reference
-    from gamerl.core.trainer import collect, compute_advantages, make_optimizer, ppo_update, seed_everything
+    from gamerl.core.epoch import (collect, compute_advantages, make_optimizer, ppo_update,
+                                   seed_everything)
 
     cfg = bench_config(args, turns)
     seed_everything(cfg.seed)
@@ -262,7 +263,7 @@ def run_trl(args, turns: int) -> dict:
     from gamerl.games import get_task
     from gamerl.models import chat_prompt
     from gamerl.core.rollout import encode, first_messages, stop_token_ids
-    from gamerl.core.trainer import seed_everything
+    from gamerl.core.epoch import seed_everything
 
     cfg = bench_config(args, turns)
     seed_everything(cfg.seed)

@@ -6,9 +6,9 @@
 
 Measures, in one run, side by side:
 1. rollout tokens/s, batched: every live episode generates its turn in ONE ``generate`` call
-   (gamerl.core.rollout, as the trainer does), vs sequential: the same code with one episode at a time.
-   tokens/s counts policy tokens (what the model generated), wall time includes the game and the
-   tokenizer;
+   (gamerl.core.rollout, as the trainer does), vs sequential: the same code with one episode at a
+   time. tokens/s counts policy tokens (what the model generated), wall time includes the game and
+   the tokenizer;
 2. PPO update tokens/s: one ``ppo_update`` pass (forward + backward + AdamW) over a collected
    batch; tokens/s counts every token of the sequences (prompt, feedback and answers);
 3. on CUDA, also for Qwen3-0.6B's architecture with random weights (bf16) and MFU:
@@ -41,7 +41,7 @@ from gamerl.core.evaluate import local_env_factory  # noqa: E402
 from gamerl.models import (PolicyWithValue, count_parameters, ensure_tiny, load_policy,  # noqa: E402
                            load_reference, load_tokenizer, qwen3_0_6b_config)
 from gamerl.core.rollout import LMPolicy, RolloutConfig, rollout  # noqa: E402
-from gamerl.core.trainer import collect, compute_advantages, make_optimizer, ppo_update  # noqa: E402
+from gamerl.core.epoch import collect, compute_advantages, make_optimizer, ppo_update  # noqa: E402
 
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 125.0,
                     "L4": 121.0}

@@ -37,8 +37,8 @@ from gamerl.config import get_config  # noqa: E402
 from gamerl.models import (PolicyWithValue, load_policy, qwen3_0_6b_config,  # noqa: E402
                            set_gradient_checkpointing)
 from gamerl.core.scoring import Sampling  # noqa: E402
-from gamerl.core.trainer import (PPOBatch, compute_advantages, forward_policy, make_optimizer,  # noqa: E402
-                            ppo_update, reference_logprobs, support_rows)
+from gamerl.core.epoch import (PPOBatch, compute_advantages, forward_policy, make_optimizer,
+                               ppo_update, reference_logprobs, support_rows)
 
 
 def rss_bytes() -> int:

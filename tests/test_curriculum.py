@@ -1,5 +1,5 @@
-"""gamerl.core.curriculum: advancing exactly at the thresholds, only on a full window, a fresh window
-per stage, "mastered" on the last stage, config parsing and the resume round trip."""
+"""gamerl.core.curriculum: advancing exactly at the thresholds, only on a full window, a fresh
+window per stage, "mastered" on the last stage, config parsing and the resume round trip."""
 
 import json
 import logging

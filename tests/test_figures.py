@@ -1,5 +1,5 @@
-"""gamerl.tracking.figures: what each figure shows, checked from the description it carries in its PNG
-metadata (read back from the drawn matplotlib objects), never from pixels."""
+"""gamerl.tracking.figures: what each figure shows, checked from the description it carries in its
+PNG metadata (read back from the drawn matplotlib objects), never from pixels."""
 
 import pytest
 

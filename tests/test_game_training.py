@@ -31,7 +31,8 @@ from gamerl.core.rollout import RolloutConfig, ScriptedPolicy, rollout
 from gamerl.core.trainer import Trainer
 from tasks.openspiel import GAMES
 
-from conftest import REPO, run_gamerl, train_and_compare  # pytest (prepend import mode) puts tests/ on sys.path
+# pytest (prepend import mode) puts tests/ on sys.path
+from conftest import REPO, run_gamerl, train_and_compare
 
 
 def cli(*args, timeout=600):

@@ -1,6 +1,6 @@
-"""gamerl.config.jsonconfig and gamerl.config.configure: the committed config/*.json load into the intended
-TrainConfig, unknown keys and bad values are errors naming file and key, config_to_json is the
-exact inverse of load_run_config, http execution returns the URL, the wizard (scripted answers,
+"""gamerl.config.jsonconfig and gamerl.config.configure: the committed config/*.json load into the
+intended TrainConfig, unknown keys and bad values are errors naming file and key, config_to_json is
+the exact inverse of load_run_config, http execution returns the URL, the wizard (scripted answers,
 a bad game name re-asked) writes files that load, and ``--defaults`` reproduces the committed
 files byte for byte. No model is loaded."""
 
@@ -269,7 +269,8 @@ def test_wizard_confirms_overwrite(tmp_path):
 def test_defaults_match_committed_files(tmp_path, capsys, monkeypatch):
     import gamerl.config.configure
 
-    monkeypatch.setattr(gamerl.config.configure, "_cuda_available", lambda: False)  # no torch import
+    # no torch import
+    monkeypatch.setattr(gamerl.config.configure, "_cuda_available", lambda: False)
     assert configure_main(["--out", str(tmp_path), "--defaults"]) == 0
     assert (tmp_path / "train_config.json").read_text() == TRAIN.read_text()
     assert (tmp_path / "env_config.json").read_text() == ENV.read_text()

@@ -12,7 +12,8 @@ from transformers import AutoModelForCausalLM
 
 from gamerl.config import get_config
 from gamerl.models.lora import is_peft
-from gamerl.core.trainer import Trainer, collect, epoch_seeds
+from gamerl.core.epoch import collect, epoch_seeds
+from gamerl.core.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -19,7 +19,8 @@ import pytest
 from gamerl.config import get_config
 from gamerl.core.evaluate import evaluate_scripted, http_env_factory, local_env_factory
 from gamerl.models import load_tokenizer
-from gamerl.core.trainer import Trainer, epoch_seeds
+from gamerl.core.epoch import epoch_seeds
+from gamerl.core.trainer import Trainer
 from tasks.common.client import find_free_port, stop_server
 from tasks.password_game.client import PasswordGameEnv, start_server
 

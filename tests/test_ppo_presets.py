@@ -19,8 +19,8 @@ from gamerl.config import TrainConfig, get_config
 from gamerl.core.evaluate import local_env_factory
 from gamerl.models.lora import LoraSettings, apply_lora
 from gamerl.models import PolicyWithValue, load_policy, load_reference
-from gamerl.core.trainer import (PPOBatch, collect, compute_advantages, epoch_seeds, make_optimizer,
-                            ppo_update)
+from gamerl.core.epoch import (PPOBatch, collect, compute_advantages, epoch_seeds, make_optimizer,
+                               ppo_update)
 
 
 def synthetic_batch(mask, env_rewards, group_ids, values=None):

@@ -21,7 +21,7 @@ import torch
 
 from gamerl.config import get_config
 from gamerl.models import PolicyWithValue, qwen3_0_6b_config
-from gamerl.core.trainer import PPOBatch, compute_advantages, make_optimizer, ppo_update
+from gamerl.core.epoch import PPOBatch, compute_advantages, make_optimizer, ppo_update
 
 
 @pytest.mark.slow
@@ -49,7 +49,7 @@ def test_one_ppo_update_on_qwen3_0_6b_architecture():
                      old_values=zeros.clone(), ref_logprobs=zeros.clone(),
                      group_ids=torch.tensor([0]))
     from gamerl.core.scoring import Sampling
-    from gamerl.core.trainer import forward_policy, support_rows
+    from gamerl.core.epoch import forward_policy, support_rows
 
     with torch.no_grad():
         old = forward_policy(policy, ids, batch.attention_mask, Sampling.from_config(cfg),

@@ -1,5 +1,5 @@
-"""gamerl.core.replay: eviction, deduplication, sampling by priority, the exact mix fraction, the empty
-buffer, and the resume round trip."""
+"""gamerl.core.replay: eviction, deduplication, sampling by priority, the exact mix fraction, the
+empty buffer, and the resume round trip."""
 
 import json
 import random

@@ -16,7 +16,7 @@ from gamerl.core.rollout import (Answer, LMPolicy, RolloutConfig, ScriptedPolicy
                                  episodes_to_batch, first_messages, rollout)
 from gamerl.games.password_game import extract_password, feedback_message
 from gamerl.core.scoring import Sampling
-from gamerl.core.trainer import forward_policy
+from gamerl.core.epoch import forward_policy
 from tasks.password_game import GameConfig, LocalPasswordGameEnv
 
 SYSTEM = "Reply with your next password only, on one line."

@@ -1,4 +1,5 @@
-"""gamerl.core.trainer: PPO learns on a reduced game, the NaN guard, atomic checkpoints, kill-and-resume.
+"""gamerl.core.trainer: PPO learns on a reduced game, the NaN guard, atomic checkpoints,
+kill-and-resume.
 
 CPU only, the tiny model; nothing touches the Hugging Face hub. The learning and resume tests are
 marked slow (about a minute each on 2 cores) but run in CI like the rest.
@@ -25,8 +26,8 @@ from gamerl.runs.checkpoint import find_checkpoint, load_checkpoint_state, save_
 from gamerl.config import TrainConfig, get_config
 from gamerl.core.evaluate import local_env_factory
 from gamerl.models import PolicyWithValue, load_policy, load_reference
-from gamerl.core.trainer import (Trainer, collect, compute_advantages, epoch_seeds, make_optimizer,
-                            ppo_update)
+from gamerl.core.epoch import collect, compute_advantages, epoch_seeds, make_optimizer, ppo_update
+from gamerl.core.trainer import Trainer
 
 from conftest import train_and_compare  # pytest (prepend import mode) puts tests/ on sys.path
 

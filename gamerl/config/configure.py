@@ -4,7 +4,7 @@ config/env_config.json (gamerl/config/jsonconfig.py, gamerl/config/envconfig.py)
 
     python -m gamerl.config.configure                    # interactive; defaults in [brackets]
     python -m gamerl.config.configure --defaults         # no questions: the committed defaults
-    python -m gamerl.config.configure --task wordle --defaults --out my_run   # another game's defaults
+    python -m gamerl.config.configure --task wordle --defaults --out my_run  # another game's
     python -m gamerl.config.configure --out my_run --defaults --force
 
 The first question is the game (``--task`` answers it). Then the model, LoRA, the game's own

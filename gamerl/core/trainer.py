@@ -1,32 +1,10 @@
-"""PPO for multi-turn games, in the style of CleanRL's ppo.py: one readable loop.
+"""The ``Trainer``: the run around the PPO epoch of ``gamerl.core.epoch``, CleanRL style.
 
-One epoch (``Trainer.train_epoch``) is three calls, each a plain function you can run by hand:
-
-    batch = collect(policy, reference, tokenizer, seeds, make_env, cfg)   # play, then score
-    adv_stats = compute_advantages(batch, cfg)                            # rewards -> advantages
-    upd_stats = ppo_update(policy, optimizer, batch, cfg)                 # clipped PPO steps
-
-``collect``: all episodes play in lockstep (rollout.py: one batched ``generate`` per turn); then
-one no-grad forward pass of the policy gives the old log-probs and values, and one of the frozen
-reference gives the reference log-probs, for every token. (The log-probs recorded while sampling
-are kept as ``gen_logprobs`` and only compared: the ratio's denominator must come from the same
-computation as its numerator, so the first minibatch sees a ratio of exactly 1.)
-
-Alignment: every per-token tensor is ``[B, T]`` with index t = token t. ``logprobs[:, t]`` is
-log pi(x_t | x_<t) (from the logits at t-1) and ``values[:, t]`` is V of the state before x_t
-(the hidden state at t-1), so the action x_t and the value of the state it was taken in share
-an index, which is what ``ppo.compute_gae`` expects. ``mask`` is 1 on policy tokens only.
-
-``compute_advantages``: env rewards (on each turn's last policy token) x ``reward_scale``;
-optionally minus ``kl_coef`` x KL(pi_old || pi_ref) on every policy token (the KL-in-reward way);
-token-level GAE skipping environment tokens (``ppo.compute_gae``), or GRPO group advantages;
-then whitening over the batch's policy tokens.
-
-``ppo_update``: ``ppo_epochs`` passes over shuffled minibatches of episodes: clipped policy loss
-+ vf_coef x clipped value loss - entropy_coef x entropy (+ kl_coef x KL when KL is a loss term);
-gradient accumulation over micro-batches weighted so the minibatch is one token-mean; gradient
-clipping; a NaN/inf guard that skips the optimizer step (and says so) when the loss or the
-gradient norm is not finite.
+``Trainer.train`` evaluates the starting policy, then each epoch calls the three step functions
+of ``gamerl.core.epoch`` (``collect``, ``compute_advantages``, ``ppo_update``; its docstring has
+the math), logs, evaluates every ``eval_every`` epochs and checkpoints. Everything around the
+loop lives here: loading the policy, reference and optimizer (LoRA, 4-bit, split trunk), the warm
+start, the curriculum and failure replay, the run directory (lock, resume), tracking.
 """
 
 from __future__ import annotations
@@ -34,483 +12,34 @@ from __future__ import annotations
 import json
 import logging
 import math
-import random
 import time
-from collections import defaultdict
-from dataclasses import asdict, dataclass, replace
-from datetime import datetime
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from . import ppo
 from ..runs.checkpoint import (STATE_FILE, CheckpointError, load_checkpoint_state, save_checkpoint,
-                         set_rng_state)
+                               set_rng_state)
 from ..config.train_config import TrainConfig, default_run_dir
+from .epoch import (collect, compute_advantages, epoch_seeds, make_optimizer, ppo_update, prefixed,
+                    resolve_dtype, scalars, seed_everything, without_lost)
 from .evaluate import eval_instances, evaluate, format_table, local_env_factory, reference_rows
 from ..games.registry import get_task
 from .curriculum import Curriculum
-from ..models.lora import LoraSettings, adapter_disabled, apply_lora, is_peft, load_4bit, load_lora_policy
-from ..models.loading import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, lm_head, lm_trunk,
-                     load_policy, load_reference, positions_from_mask, unwrap_lm)
+from ..models.lora import LoraSettings, apply_lora, load_4bit, load_lora_policy
+from ..models.loading import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, load_policy,
+                              load_reference)
 from .replay import FailureReplay
 from ..runs.rundir import RunLock, open_run
 from ..tracking.samples import episode_table, sample_rows
-from .scoring import Sampling, score_tokens
-from .rollout import (Episode, LMPolicy, RolloutConfig, TokenBatch, episodes_to_batch, rollout,
-                      summarize)
-from ..tracking.tracker import EPISODES_JSONL, METRICS_JSONL, Tracker, read_jsonl, save_figures, truncate_jsonl
+from .rollout import Episode, rollout, summarize
+from ..tracking.tracker import (EPISODES_JSONL, METRICS_JSONL, Tracker, read_jsonl, save_figures,
+                                truncate_jsonl)
 from .warmstart import cached_warm_start, warm_start
 
 log = logging.getLogger("gamerl")
-
-
-# ----------------------------------------------------------------------------- forward passes
-
-
-@dataclass
-class PolicyPass:
-    """What one forward pass of the policy gives, aligned as the module docstring says."""
-
-    logprobs: torch.Tensor  # [B, T] log pi(token t) of the sampling distribution; 0 off-mask
-    values: torch.Tensor  # [B, T] V(state before token t)
-    entropy: Optional[torch.Tensor] = None  # [B, T] of the sampling distribution at t
-    support: Optional[torch.Tensor] = None  # [N, V/8] packed supports (derive_support=True)
-    trunk_cache: Optional[torch.Tensor] = None  # [B, T, H] the frozen bottom's output (split)
-
-
-def _policy_positions(input_ids: torch.Tensor, mask: Optional[torch.Tensor],
-                      attention_mask: torch.Tensor) -> torch.Tensor:
-    """[B, T-1] bool: the positions t-1 whose next token t is scored (policy tokens only)."""
-    return (mask if mask is not None else attention_mask)[:, 1:].bool()
-
-
-def _scatter(sel: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """N per-token values back to [B, T] (0 elsewhere, column 0 included); keeps the graph."""
-    zeros = torch.zeros(sel.shape, dtype=torch.float32, device=sel.device)
-    return F.pad(zeros.masked_scatter(sel, values), (1, 0))
-
-
-def forward_policy(policy: PolicyWithValue, input_ids: torch.Tensor,
-                   attention_mask: torch.Tensor, sampling: Sampling, *,
-                   mask: Optional[torch.Tensor] = None, support: Optional[torch.Tensor] = None,
-                   derive_support: bool = False, with_entropy: bool = False,
-                   entropy_grad: bool = False,
-                   trunk_input: Optional[torch.Tensor] = None) -> PolicyPass:
-    """Log-probs, values (and entropy) of every policy token, as the rollout sampled them.
-
-    The trunk runs over the whole sequence; the LM head and the fp32 log-softmax only at the
-    positions whose next token is a policy token (``mask``; all tokens when None), in chunks,
-    under ``sampling``'s temperature and top-k/top-p support (``gamerl.core.scoring``): the old pass
-    derives the supports (``derive_support``), the update passes them back (``support``, the
-    ``[N, V/8]`` rows of exactly these positions, in row-major order). In multi-turn games most
-    tokens are prompt and feedback, so this skips most of the ``[B, T, vocab]`` logits.
-
-    With ``policy.split`` (``trainable_layers``: only the top layers train) the frozen bottom's
-    output is returned as ``trunk_cache`` when it is computed here, and ``trunk_input`` (that
-    cache) skips the bottom entirely: the update passes run the top layers only."""
-    split: Optional[SplitTrunk] = getattr(policy, "split", None)
-    cache = None
-    if split is None:
-        hidden = lm_trunk(policy.lm)(input_ids=input_ids, attention_mask=attention_mask,
-                                     position_ids=positions_from_mask(attention_mask),
-                                     use_cache=False).last_hidden_state
-    else:
-        if trunk_input is None:
-            with torch.no_grad():  # frozen: no graph below the trained layers
-                trunk_input = cache = split.bottom_states(input_ids, attention_mask)
-        hidden = split.top_states(trunk_input, attention_mask)
-    values = F.pad(policy.value_head(hidden)[:, :-1], (1, 0))  # V(state before token t)
-    sel = _policy_positions(input_ids, mask, attention_mask)
-    scores = score_tokens(hidden[:, :-1][sel], lm_head(policy.lm), input_ids[:, 1:][sel],
-                          sampling, support=support, derive_support=derive_support,
-                          with_entropy=with_entropy, entropy_grad=entropy_grad)
-    entropy = _scatter(sel, scores.entropy) if with_entropy else None
-    return PolicyPass(_scatter(sel, scores.logprobs), values, entropy, scores.support, cache)
-
-
-@torch.no_grad()
-def reference_logprobs(ref_lm, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                       sampling: Sampling, mask: Optional[torch.Tensor] = None,
-                       support: Optional[torch.Tensor] = None,
-                       trunk_input: Optional[torch.Tensor] = None,
-                       n_top: Optional[int] = None) -> torch.Tensor:
-    """log pi_ref(token t) over the same supports as the policy's (0 off-mask).
-
-    With LoRA the reference is the policy's own (peft) model with its adapters switched off:
-    the frozen base weights, with no second copy in memory. With ``trunk_input`` (the policy's
-    frozen bottom output, which the reference shares) only the reference's top ``n_top``
-    layers run."""
-    if is_peft(ref_lm):
-        with adapter_disabled(ref_lm):
-            return reference_logprobs(unwrap_lm(ref_lm), input_ids, attention_mask, sampling,
-                                      mask, support, trunk_input, n_top)
-    if trunk_input is None:
-        hidden = lm_trunk(ref_lm)(input_ids=input_ids, attention_mask=attention_mask,
-                                  position_ids=positions_from_mask(attention_mask),
-                                  use_cache=False).last_hidden_state
-    else:
-        hidden = _split_of(ref_lm, n_top).top_states(trunk_input, attention_mask)
-    hidden = hidden[:, :-1]
-    sel = _policy_positions(input_ids, mask, attention_mask)
-    scores = score_tokens(hidden[sel], lm_head(ref_lm), input_ids[:, 1:][sel], sampling,
-                          support=support)
-    return _scatter(sel, scores.logprobs)
-
-
-def _split_of(lm, n_top: int) -> SplitTrunk:
-    """The reference's SplitTrunk, made once (views only: no weights are copied)."""
-    split = getattr(lm, "_gamerl_split", None)
-    if split is None or split.n_top != n_top:
-        split = SplitTrunk.of(lm, n_top)
-        lm._gamerl_split = split
-    return split
-
-
-# ----------------------------------------------------------------------------- the batch
-
-
-@dataclass
-class PPOBatch:
-    """Everything PPO needs about one epoch's episodes; ``[B, T]`` tensors, right padded."""
-
-    episodes: list[Episode]
-    input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    mask: torch.Tensor  # 1.0 on policy tokens
-    env_rewards: torch.Tensor  # the game's per-turn rewards, on each turn's last policy token
-    gen_logprobs: torch.Tensor  # recorded while sampling (the self-check compares them)
-    old_logprobs: torch.Tensor  # pi_old, recomputed by a forward pass (the ratio's denominator)
-    old_values: torch.Tensor  # V_old (the critic at collection time)
-    ref_logprobs: torch.Tensor  # pi_ref, the frozen reference
-    group_ids: torch.Tensor  # [B] which game seed (GRPO groups)
-    # The sampling supports (top-k/top-p) of the policy tokens, [N, V/8] packed, in row-major
-    # order of mask[:, 1:]; support_index [B, T] is each policy token's row in it (-1 elsewhere).
-    # None when sampling does not truncate.
-    support: Optional[torch.Tensor] = None
-    support_index: Optional[torch.Tensor] = None
-    # [B, T, H] the frozen bottom layers' output (trainable_layers): updates start from it.
-    trunk_cache: Optional[torch.Tensor] = None
-    rewards: Optional[torch.Tensor] = None  # token rewards used for GAE (scaled, - KL)
-    advantages: Optional[torch.Tensor] = None
-    returns: Optional[torch.Tensor] = None
-    rollout_seconds: float = 0.0
-    score_seconds: float = 0.0
-    dtype: torch.dtype = torch.float32  # the policy's, which sets the self-check's tolerance
-
-    def __len__(self) -> int:
-        return self.input_ids.shape[0]
-
-    def rows(self, idx: torch.Tensor) -> dict[str, Any]:
-        """The tensors of rows ``idx``, cut to the longest of them (right padding is waste),
-        with their policy tokens' supports."""
-        width = int(self.attention_mask[idx].sum(-1).max())
-        names = ("input_ids", "attention_mask", "mask", "old_logprobs", "old_values",
-                 "ref_logprobs", "advantages", "returns")
-        out: dict[str, Any] = {n: getattr(self, n)[idx, :width] for n in names}
-        out["support"] = None
-        out["trunk_cache"] = None if self.trunk_cache is None else self.trunk_cache[idx, :width]
-        if self.support is not None:
-            index = self.support_index[idx, :width][:, 1:]
-            out["support"] = self.support[index[out["mask"][:, 1:].bool()]]
-        return out
-
-
-def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
-            make_env: Callable[..., Any], cfg: TrainConfig) -> PPOBatch:
-    """Play one episode per instance (seed) with the current policy, then score every token:
-    old log-probs and values (deriving each token's sampling support), and the reference's
-    log-probs over the same supports."""
-    t0 = time.time()
-    rcfg = RolloutConfig.from_train_config(cfg)
-    episodes = rollout(LMPolicy(policy.lm, tokenizer, rcfg), tokenizer, seeds, make_env, rcfg,
-                       progress="rollout" if cfg.progress else None)
-    t1 = time.time()
-    tb: TokenBatch = episodes_to_batch(episodes, tokenizer.pad_token_id).to(policy.device)
-    sampling = Sampling.from_config(cfg)
-    old_logprobs, old_values, ref_logprobs, supports, caches = [], [], [], [], []
-    was_training = policy.training
-    policy.eval()
-    with torch.no_grad():
-        for s in range(0, len(episodes), cfg.score_batch_size):
-            rows = slice(s, s + cfg.score_batch_size)
-            ids, am, m = tb.input_ids[rows], tb.attention_mask[rows], tb.mask[rows]
-            old = forward_policy(policy, ids, am, sampling, mask=m, derive_support=True)
-            old_logprobs.append(old.logprobs)
-            old_values.append(old.values)
-            supports.append(old.support)
-            caches.append(old.trunk_cache)
-            ref_logprobs.append(reference_logprobs(reference, ids, am, sampling, mask=m,
-                                                   support=old.support,
-                                                   trunk_input=old.trunk_cache,
-                                                   n_top=cfg.trainable_layers))
-    policy.train(was_training)
-    support = torch.cat(supports) if supports[0] is not None else None
-    return PPOBatch(
-        episodes=episodes, input_ids=tb.input_ids, attention_mask=tb.attention_mask,
-        mask=tb.mask, env_rewards=tb.rewards, gen_logprobs=tb.gen_logprobs,
-        old_logprobs=torch.cat(old_logprobs).float(), old_values=torch.cat(old_values).float(),
-        ref_logprobs=torch.cat(ref_logprobs).float(), support=support,
-        support_index=None if support is None else support_rows(tb.mask),
-        trunk_cache=torch.cat(caches) if caches[0] is not None else None,
-        group_ids=group_ids(seeds).to(policy.device),
-        rollout_seconds=t1 - t0, score_seconds=time.time() - t1, dtype=unwrap_lm(policy.lm).dtype)
-
-
-def support_rows(mask: torch.Tensor) -> torch.Tensor:
-    """[B, T] long: each policy token's row in the packed supports (row-major order of the
-    policy tokens, as ``forward_policy`` scores them), -1 on other tokens."""
-    sel = mask.bool()
-    index = torch.full(sel.shape, -1, dtype=torch.long, device=sel.device)
-    index[sel] = torch.arange(int(sel.sum()), device=sel.device)
-    return index
-
-
-def group_ids(instances: list[Any]) -> torch.Tensor:
-    """[B] long: equal ids for equal instances (GRPO's groups: the same game played again)."""
-    keys = [json.dumps(inst, sort_keys=True) for inst in instances]
-    index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-    return torch.tensor([index[k] for k in keys], dtype=torch.long)
-
-
-# ----------------------------------------------------------------------------- self-check
-
-# Mean |log-prob difference| per token that two passes of the SAME weights may show, by dtype:
-# fp32 differs only in summation order (~1e-6 measured on tiny); bf16's 8-bit mantissa gives
-# ~1e-2 between a KV-cached generate and a full forward.
-LOGPROB_TOLERANCE = {torch.float32: 1e-3, torch.float64: 1e-6, torch.float16: 2e-2,
-                     torch.bfloat16: 5e-2}
-
-
-def check_logprobs(name: str, a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor,
-                   dtype: torch.dtype) -> dict[str, float]:
-    """Compare two passes' log-probs on policy tokens; warn, with the numbers, past the dtype's
-    tolerance. Returns ``check/<name>_mean_abs``, ``_max_abs`` and ``_mismatch`` (0 or 1)."""
-    m = mask.bool()
-    diff = (a[m] - b[m]).abs() if m.any() else torch.zeros(1)
-    mean, worst = float(diff.mean()), float(diff.max())
-    tol = LOGPROB_TOLERANCE.get(dtype, 5e-2)
-    bad = not mean <= tol  # nan counts as a mismatch
-    if bad:
-        log.warning(
-            "self-check %s: log-probs of the same weights differ by %.4g nats per token on "
-            "average (max %.4g) over %d policy tokens; the %s tolerance is %.0e. PPO is not "
-            "optimising the policy that sampled: check the sampling settings, dropout, and "
-            "the tokens (no re-encoding) of this batch.", name, mean, worst, int(m.sum()),
-            str(dtype).removeprefix("torch."), tol)
-    return {f"check/{name}_mean_abs": mean, f"check/{name}_max_abs": worst,
-            f"check/{name}_mismatch": float(bad)}
-
-
-# ----------------------------------------------------------------------------- advantages
-
-
-@torch.no_grad()
-def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
-    """Fill ``batch.rewards/advantages/returns``; return statistics for the log.
-
-    GAE (``cfg.discount_per`` "turn": gamma/lam between turns, or "token": verl's per-token
-    GAE), with the KL penalty (``kl_estimator``) in the reward when ``kl_in_reward``; then the
-    advantages are whitened over the batch's policy tokens. GRPO: each episode's scaled return
-    against its group's, used AS IS (already normalised per group: whitening again would shift
-    a tied group's zeros, see ``ppo.compute_grpo_advantages``)."""
-    mask = batch.mask
-    m = mask.bool()
-    kl = ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator)
-    kl = torch.where(m, kl, torch.zeros_like(kl))
-    rewards = batch.env_rewards * cfg.reward_scale
-    gae = cfg.advantage_estimator == "gae"
-    if gae and cfg.kl_in_reward and cfg.kl_coef:
-        rewards = rewards - cfg.kl_coef * kl  # on policy tokens only (kl is 0 elsewhere)
-    if gae:
-        estimator = ppo.compute_turn_gae if cfg.discount_per == "turn" else ppo.compute_gae
-        advantages, returns = estimator(rewards, batch.old_values, mask, cfg.gamma, cfg.lam)
-        raw = advantages
-        if cfg.whiten_advantages:
-            advantages = ppo.masked_whiten(advantages, mask)
-    else:  # GRPO: the episode's (scaled) return against the other plays of the same game
-        scores = rewards.sum(-1)
-        advantages = raw = ppo.compute_grpo_advantages(scores, batch.group_ids, mask)
-        returns = torch.where(m, advantages + batch.old_values, torch.zeros_like(advantages))
-    batch.rewards, batch.advantages, batch.returns = rewards, advantages, returns
-    return {
-        "kl_ref": float(ppo.masked_mean(kl, mask)),  # KL(pi_old || pi_ref) per policy token
-        "kl_ref_k3": float(ppo.masked_mean(ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, "k3"), mask)),
-        "advantage_mean_raw": float(ppo.masked_mean(raw, mask)),
-        "return_mean": float(ppo.masked_mean(returns, mask)),
-        "value_mean": float(ppo.masked_mean(batch.old_values, mask)),
-        "explained_variance": ppo.explained_variance(batch.old_values, returns, mask),
-        # sampling-time vs recomputed log-probs: the inference and training numerics agree?
-        **check_logprobs("gen_vs_old", batch.gen_logprobs, batch.old_logprobs, mask, batch.dtype),
-    }
-
-
-# ----------------------------------------------------------------------------- the update
-
-
-def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch: PPOBatch,
-               cfg: TrainConfig) -> dict[str, float]:
-    """``ppo_epochs`` x minibatches of clipped PPO on one batch. Returns averaged diagnostics,
-    with the self-check of the first micro-batch (before any step the new log-probs must equal
-    the old ones: ratio 1)."""
-    policy.train()
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    use_critic = cfg.advantage_estimator == "gae"
-    kl_loss = cfg.kl_coef > 0 and not (cfg.kl_in_reward and use_critic)
-    sampling = Sampling.from_config(cfg)
-    # The entropy is always logged; it needs a graph only when the bonus uses it.
-    entropy_grad = cfg.entropy_coef != 0
-    stats: dict[str, list[float]] = defaultdict(list)
-    checks: dict[str, float] = {}
-    skipped, steps, tokens_seen = 0, 0, 0
-    t0 = time.time()
-    n = len(batch)
-    for ppo_epoch in range(cfg.ppo_epochs):
-        epoch_kl = []
-        order = torch.randperm(n)
-        for start in range(0, n, cfg.minibatch_size):
-            rows = order[start:start + cfg.minibatch_size]
-            mb_tokens = batch.mask[rows].sum().clamp(min=1)
-            micro = cfg.micro_batch_size or len(rows)
-            optimizer.zero_grad(set_to_none=True)
-            finite = True
-            for ms in range(0, len(rows), micro):
-                mb = batch.rows(rows[ms:ms + micro])
-                new = forward_policy(policy, mb["input_ids"], mb["attention_mask"], sampling,
-                                     mask=mb["mask"], support=mb["support"], with_entropy=True,
-                                     entropy_grad=entropy_grad, trunk_input=mb["trunk_cache"])
-                if not checks:  # the first micro-batch, before any optimizer step
-                    checks = check_logprobs("first_ratio", new.logprobs.detach(),
-                                            mb["old_logprobs"], mb["mask"], batch.dtype)
-                pg = ppo.ppo_policy_loss(new.logprobs, mb["old_logprobs"], mb["advantages"],
-                                         mb["mask"], cfg.clip_range, cfg.clip_range_high,
-                                         cfg.loss_agg, cfg.clip_ratio_c)
-                v_loss, v_clip = ppo.ppo_value_loss(new.values, mb["old_values"], mb["returns"],
-                                                    mb["mask"], cfg.value_clip_range)
-                ent = ppo.masked_mean(new.entropy, mb["mask"])
-                loss = pg.loss - cfg.entropy_coef * ent
-                if use_critic:
-                    loss = loss + cfg.vf_coef * v_loss
-                if kl_loss:  # an estimator whose gradient is a KL's (validate refuses k1)
-                    kl = ppo.masked_mean(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"],
-                                                        cfg.kl_loss_estimator), mb["mask"])
-                    loss = loss + cfg.kl_coef * kl
-                else:  # logged only
-                    with torch.no_grad():
-                        kl = ppo.masked_mean(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"],
-                                                            "k3"), mb["mask"])
-                if not ppo.all_finite(loss):  # the NaN guard, part 1: never backprop a nan
-                    finite = False
-                    break
-                # Weight each micro-batch by its share of the minibatch, so the accumulated
-                # gradient is that of one loss over the whole minibatch (token- or episode-mean).
-                weight = (mb["mask"].sum() / mb_tokens if cfg.loss_agg == "token-mean"
-                          else torch.tensor(len(mb["input_ids"]) / len(rows)))
-                (loss * weight).backward()
-                tokens_seen += int(mb["attention_mask"].sum())
-                for k, v in (("policy_loss", pg.loss), ("value_loss", v_loss), ("entropy", ent),
-                             ("approx_kl", pg.approx_kl), ("clip_fraction", pg.clip_fraction),
-                             ("ratio_mean", pg.ratio_mean), ("value_clip_fraction", v_clip),
-                             ("kl_ref_update", kl), ("loss", loss)):
-                    stats[k].append(float(v.detach()) if torch.is_tensor(v) else float(v))
-                epoch_kl.append(float(pg.approx_kl))
-            grad_norm = (float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
-                         if finite else math.nan)
-            if not finite or not math.isfinite(grad_norm):  # the NaN guard, part 2
-                optimizer.zero_grad(set_to_none=True)
-                skipped += 1
-                log.warning("skipped update (PPO epoch %d, minibatch %d): non-finite %s; "
-                            "parameters unchanged", ppo_epoch, start // cfg.minibatch_size,
-                            "loss" if not finite else "gradient norm")
-                continue
-            optimizer.step()
-            steps += 1
-            stats["grad_norm"].append(grad_norm)
-        # CleanRL's early stop: the policy moved too far from the one that collected the data.
-        if cfg.target_kl is not None and epoch_kl and np.mean(epoch_kl) > cfg.target_kl:
-            stats["early_stop_epoch"].append(ppo_epoch)
-            break
-    seconds = time.time() - t0
-    out = {k: float(np.nanmean(v)) for k, v in stats.items() if v}
-    out.update(skipped_updates=skipped, optimizer_steps=steps, update_seconds=seconds,
-               update_tokens_per_s=tokens_seen / max(seconds, 1e-9), **checks)
-    return out
-
-
-# ----------------------------------------------------------------------------- setup helpers
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def resolve_dtype(cfg: TrainConfig) -> Optional[torch.dtype]:
-    return {None: None, "float32": torch.float32, "bfloat16": torch.bfloat16,
-            "float16": torch.float16}[cfg.dtype]
-
-
-def make_optimizer(policy: PolicyWithValue, cfg: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW with two groups: the LM at ``lr`` and the value head at ``value_head_lr``."""
-    head = list(policy.value_head.parameters())
-    head_ids = {id(p) for p in head}
-    lm = [p for p in policy.parameters() if id(p) not in head_ids and p.requires_grad]
-    return torch.optim.AdamW([{"params": lm, "lr": cfg.lr},
-                              {"params": head, "lr": cfg.value_head_lr}],
-                             weight_decay=cfg.weight_decay, eps=cfg.adam_eps)
-
-
-def epoch_seeds(cfg: TrainConfig, epoch: int, stage: Optional[dict] = None,
-                replay=None) -> list[Any]:
-    """The training instances of an epoch: a pure function of (seed, epoch, curriculum stage,
-    replay buffer), so a resumed run plays the same games. Seeds are drawn from the training
-    range and turned into the task's instances (``Task.train_instances``: for OpenSpiel the
-    stage's games and opponent); with failure replay ``replay_fraction`` of them are replaced
-    by replayed failures; with GRPO each game is played group_size times."""
-    rng = random.Random(f"{cfg.seed}:{epoch}")
-    seeds = cfg.train_seeds()
-    grpo = cfg.advantage_estimator == "grpo"
-    n = cfg.episodes_per_epoch // cfg.group_size if grpo else cfg.episodes_per_epoch
-    games = get_task(cfg.task).train_instances(
-        cfg, [seeds[rng.randrange(len(seeds))] for _ in range(n)], stage)
-    if replay is not None and cfg.replay_fraction > 0:
-        games = replay.mix(games, cfg.replay_fraction, rng)
-    if grpo:
-        return [g for g in games for _ in range(cfg.group_size)]
-    return games
-
-
-def prefixed(section: str, stats: dict[str, Any]) -> dict[str, Any]:
-    """``section/key`` for each key, except the self-check's ``check/...`` keys, which keep
-    their own section (the tracker shows them together)."""
-    return {(k if k.startswith("check/") else f"{section}/{k}"): v for k, v in stats.items()}
-
-
-def scalars(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The numbers of an evaluation (its lists and per-game tables left out): what a scalar
-    logger takes."""
-    return {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
-
-
-def without_lost(batch: PPOBatch) -> PPOBatch:
-    """The batch without the episodes whose server session was lost (gamerl.core.sessions): they
-    carry no loss already (mask 0), but GRPO's group baselines and the whitening must not see
-    them either. Their mask is 0, so they own no packed support rows: the rows keep their order."""
-    keep = [i for i, ep in enumerate(batch.episodes) if not ep.lost]
-    if len(keep) == len(batch):
-        return batch
-    idx = torch.tensor(keep, dtype=torch.long, device=batch.input_ids.device)
-    rows = {name: getattr(batch, name)[idx] for name in (
-        "input_ids", "attention_mask", "mask", "env_rewards", "gen_logprobs", "old_logprobs",
-        "old_values", "ref_logprobs", "group_ids")}
-    index = support_rows(rows["mask"]) if batch.support is not None else None
-    return replace(batch, episodes=[batch.episodes[i] for i in keep], support_index=index,
-                   **rows)
 
 
 # ----------------------------------------------------------------------------- the trainer
@@ -674,7 +203,8 @@ class Trainer:
 
     def _lora_policy(self, init: str, last: Optional[Path], device, dtype):
         """A LoRA policy on ``init``: fresh adapters, or the checkpoint's (resume). 4-bit base
-        weights with ``load_in_4bit`` (CUDA + bitsandbytes; gamerl.models.lora says so otherwise)."""
+        weights with ``load_in_4bit`` (CUDA + bitsandbytes; gamerl.models.lora says so
+        otherwise)."""
         cfg = self.cfg
         if last is not None:
             policy, tok = load_lora_policy(init, last, trainable=True, device=device, dtype=dtype)
@@ -875,7 +405,4 @@ class Trainer:
         return summary
 
 
-__all__ = ["PPOBatch", "Trainer", "TrainerState", "collect", "compute_advantages",
-           "epoch_seeds", "forward_policy", "make_optimizer", "ppo_update", "prefixed",
-           "reference_logprobs", "support_rows",
-           "seed_everything"]
+__all__ = ["Trainer", "TrainerState"]

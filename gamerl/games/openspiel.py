@@ -46,7 +46,7 @@ def openspiel_settings(cfg) -> dict:
 
 
 def extract_move(answer: str) -> str:
-    """The move in a model's answer: ``extract_answer``'s rule (``gamerl.games.base``) with ``Move:`` as a marker.
+    """The move in a model's answer: ``base.extract_answer``'s rule with ``Move:`` as a marker.
     The game's parser is tolerant of case and spacing (``tasks.openspiel.moves``)."""
     return after_marker(answer, "move")
 

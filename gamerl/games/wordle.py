@@ -23,7 +23,7 @@ WORDLE_HELDOUT = 128  # held-out answers (evaluation only)
 
 
 def extract_guess(answer: str) -> str:
-    """The guess in a model's answer: ``extract_answer``'s rule (``gamerl.games.base``) with ``Guess:`` as a marker
+    """The guess in a model's answer: ``base.extract_answer``'s rule with ``Guess:`` as a marker
     too, then emphasis (``*``, ``_``) around the word and trailing ``.!?`` removed. The game
     itself lowercases and strips whitespace (``tasks.wordle.normalize_guess``)."""
     word = after_marker(answer, "guess")

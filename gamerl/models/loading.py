@@ -591,9 +591,9 @@ def freeze_below_top_layers(lm: nn.Module, n_top: int) -> int:
 class PolicyWithValue(nn.Module):
     """A causal LM and a value head sharing its trunk: one forward gives both logits and values.
 
-    ``lm`` may be a peft ``PeftModel`` (gamerl.models.lora.apply_lora): the forward reaches the trunk
-    and the head through ``lm_trunk``/``lm_head``, which see through the wrapper. ``save`` then
-    writes the adapters only (PeftModel.save_pretrained); load such a directory with
+    ``lm`` may be a peft ``PeftModel`` (gamerl.models.lora.apply_lora): the forward reaches the
+    trunk and the head through ``lm_trunk``/``lm_head``, which see through the wrapper. ``save``
+    then writes the adapters only (PeftModel.save_pretrained); load such a directory with
     ``gamerl.models.lora.load_lora_policy``, not ``PolicyWithValue.load``.
     """
 

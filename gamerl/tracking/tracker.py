@@ -1,5 +1,6 @@
 """Logging: local JSONL always, wandb when available (offline by default), else tensorboard.
-The figures made from these files are gamerl/tracking/figures.py's (``save_figures``, re-exported here).
+The figures made from these files are gamerl/tracking/figures.py's (``save_figures``,
+re-exported here).
 
 Files in the run directory:
     metrics.jsonl    one JSON object per line: {"kind": "epoch" | "eval", "epoch": ..., ...}

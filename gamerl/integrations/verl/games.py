@@ -9,14 +9,15 @@ A spec turns a game into the three things a multi-turn rollout needs, on top of 
   the header every prompt of a dataset would be identical and verl's validation table (sorted by
   prompt text, then a fixed shuffle) would show the same-looking sample every time;
 * the action in a model's answer (``extract``):
-  - Password Game: ``gamerl.games.password_game.extract_password`` (the trainer's rule: drop ``<think>``, text
-    after the last ``Password:``, first non-empty non-fence line, wrapping quotes stripped, markup
-    kept);
+  - Password Game: ``gamerl.games.password_game.extract_password`` (the trainer's rule: drop
+    ``<think>``, text after the last ``Password:``, first non-empty non-fence line, wrapping quotes
+    stripped, markup kept);
   - Wordle: the same rule with ``Guess:`` accepted as the marker too, then ``*``/``_`` emphasis and
     trailing ``.``/``!``/``?`` stripped (``**CRANE**.`` -> ``CRANE``). Anything else is submitted
     as written, so a chatty answer is an invalid guess: a wasted turn that teaches the format;
 * the user message after a move (``feedback``):
-  - Password Game: ``gamerl.games.password_game.feedback_message`` (compact by default, as in our trainer);
+  - Password Game: ``gamerl.games.password_game.feedback_message`` (compact by default, as in our
+    trainer);
   - Wordle: the observation text without the instructions paragraph (board, letters, guesses
     left, and the reason when a guess was invalid).
 
