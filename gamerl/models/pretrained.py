@@ -55,7 +55,7 @@ QWEN3_ADDED_TOKENS = [
     ("<think>", False), ("</think>", False),
 ]
 QWEN3_FIRST_ADDED_ID = 151643
-QWEN3_TEMPLATE_FILE = Path(__file__).parent / "data" / "qwen3_chat_template.jinja"
+QWEN3_TEMPLATE_FILE = Path(__file__).parents[1] / "data" / "qwen3_chat_template.jinja"
 
 
 class ModelUnavailableError(RuntimeError):
