@@ -187,25 +187,43 @@ def _evaluate(args: argparse.Namespace) -> int:
     from .core.evaluate import eval_instances, evaluate, format_table, reference_rows
     from .games.registry import get_task
 
-    ckpt = Path(args.checkpoint)
+    if (args.checkpoint is None) == (args.model is None):
+        raise UsageError("give --checkpoint DIR (a trained run) or --model NAME (a model as "
+                         "loaded, before any training), not both")
+    if args.checkpoint is not None and (args.preset or args.task):
+        raise UsageError("--preset/--task go with --model; a checkpoint keeps its run's settings")
     if args.env_url:
         _check_reachable(args.env_url)
-    cfg_file = ckpt / CONFIG_FILE
-    if not cfg_file.exists() and (ckpt.parent / "config.json").exists():
-        cfg_file = ckpt.parent / "config.json"  # e.g. the run's warmstart/ directory
-    if not cfg_file.exists():
-        raise SystemExit(f"{ckpt}: no {CONFIG_FILE}; is this a gamerl checkpoint directory?")
-    cfg = TrainConfig.load(cfg_file)
-    if args.device:
-        cfg = cfg.replace(device=args.device)
+    if args.model is not None:  # zero-shot: the preset's settings with this model, untrained
+        from .config.train_config import get_config
+        from .models.loading import ModelUnavailableError, load_policy, resolve_model
+
+        try:
+            cfg = get_config(args.preset or "tiny", task=args.task or "password_game",
+                             model=args.model, **({"device": args.device} if args.device else {}))
+            resolve_model(cfg.model, probe=True)
+        except (ValueError, ModelUnavailableError) as e:
+            raise UsageError(str(e)) from None
+        lm, tok = load_policy(cfg.model, device=cfg.device)
+    else:
+        ckpt = Path(args.checkpoint)
+        cfg_file = ckpt / CONFIG_FILE
+        if not cfg_file.exists() and (ckpt.parent / "config.json").exists():
+            cfg_file = ckpt.parent / "config.json"  # e.g. the run's warmstart/ directory
+        if not cfg_file.exists():
+            raise SystemExit(f"{ckpt}: no {CONFIG_FILE}; is this a gamerl checkpoint directory?")
+        cfg = TrainConfig.load(cfg_file)
+        if args.device:
+            cfg = cfg.replace(device=args.device)
     if (args.opponent or args.games) and cfg.task != "openspiel":
         raise SystemExit(f"--opponent/--games are for OpenSpiel runs; this run's task is {cfg.task}")
-    from .runs.checkpoint import CheckpointError
+    if args.checkpoint is not None:
+        from .runs.checkpoint import CheckpointError
 
-    try:
-        lm, tok = load_checkpoint_lm(ckpt, cfg, device=cfg.device)
-    except CheckpointError as e:
-        raise SystemExit(f"gamerl evaluate: {e}") from None
+        try:
+            lm, tok = load_checkpoint_lm(Path(args.checkpoint), cfg, device=cfg.device)
+        except CheckpointError as e:
+            raise SystemExit(f"gamerl evaluate: {e}") from None
     make_env = None
     if args.env_url:
         from .core.evaluate import http_env_factory
@@ -303,8 +321,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="override any TrainConfig field (repeatable)")
     t.set_defaults(fn=_train)
 
-    e = sub.add_parser("evaluate", help="evaluate a checkpoint on held-out games")
-    e.add_argument("--checkpoint", required=True, help="a best/ or last/ directory")
+    e = sub.add_parser("evaluate", help="evaluate a checkpoint, or a model before training, on "
+                       "held-out games")
+    e.add_argument("--checkpoint", help="a best/ or last/ directory (or RUN/warmstart)")
+    e.add_argument("--model", help="instead of --checkpoint: a model as loaded, untrained (the "
+                   "zero-shot row), with --preset's settings")
+    e.add_argument("--preset", choices=sorted(PRESETS), help="with --model (default tiny)")
+    e.add_argument("--task", choices=sorted(TASKS), help="with --model (default "
+                   "password_game)")
     e.add_argument("--episodes", "--num_episodes", "--num-episodes", dest="episodes", type=int,
                    help="held-out games (default: the run's eval_episodes; OpenSpiel: per game, "
                    "default 100)")

@@ -46,6 +46,30 @@ def test_evaluate_against_a_closed_port_is_one_line(tmp_path):
     assert "no game server answers" in proc.stderr
 
 
+@pytest.mark.parametrize("args, says", [
+    ([], "give --checkpoint DIR (a trained run) or --model NAME"),
+    (["--model", "tiny", "--checkpoint", "x"], "not both"),
+    (["--checkpoint", "x", "--preset", "tiny"], "a checkpoint keeps its run's settings"),
+    (["--model", "Qwen/Qwen3-8B"], "model 'Qwen/Qwen3-8B' is not available"),
+])
+def test_evaluate_mistakes_are_one_line(args, says, tmp_path):
+    proc, _ = gamerl("evaluate", *args, tmp_path=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert says in proc.stderr
+
+
+def test_evaluate_a_model_before_training(tmp_path):
+    """--model: the zero-shot row (the untrained model with the preset's settings), beside the
+    reference rows and per-rule pass rates, as for a checkpoint."""
+    proc, _ = gamerl("evaluate", "--model", "tiny", "--episodes", "2", "--json",
+                     str(tmp_path / "rows.json"), tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "solver (all rules)" in proc.stdout and "per-rule pass rate (policy):" in proc.stdout
+    import json
+
+    assert json.loads((tmp_path / "rows.json").read_text())["policy"]["episodes"] == 2
+
+
 def test_progress_is_not_a_run_setting(tmp_path):
     from gamerl.config import TrainConfig, get_config
 
