@@ -109,7 +109,7 @@ def _train(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     if env_url:
         _check_reachable(env_url)
-    from .models.loading import ModelUnavailableError, resolve_model
+    from .models import ModelUnavailableError, resolve_model
 
     try:  # before a run directory exists: a missing model leaves nothing behind
         resolve_model(cfg.model, probe=True)
@@ -166,7 +166,7 @@ def load_checkpoint_lm(ckpt: Path, cfg, device=None):
     """(lm, tokenizer) of a checkpoint directory: a full model, or LoRA adapters (then on top of
     the run's base: its warm-start model if it had one, else ``cfg.model``), each checked
     against its manifest first."""
-    from .models.loading import load_policy
+    from .models import load_policy
 
     check_checkpoint(ckpt)
     if (ckpt / "adapter_config.json").exists():
@@ -196,7 +196,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         _check_reachable(args.env_url)
     if args.model is not None:  # zero-shot: the preset's settings with this model, untrained
         from .config.train_config import get_config
-        from .models.loading import ModelUnavailableError, load_policy, resolve_model
+        from .models import ModelUnavailableError, load_policy, resolve_model
 
         try:
             cfg = get_config(args.preset or "tiny", task=args.task or "password_game",
@@ -279,7 +279,7 @@ def _configure(args: argparse.Namespace) -> int:
 
 
 def _build_tiny(args: argparse.Namespace) -> int:
-    from .models.loading import build_tiny, default_tiny_dir, ensure_tiny
+    from .models import build_tiny, default_tiny_dir, ensure_tiny
 
     path = build_tiny(args.out) if args.force else ensure_tiny(args.out or default_tiny_dir())
     print(path)

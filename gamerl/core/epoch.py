@@ -50,7 +50,7 @@ from . import ppo
 from ..config.train_config import TrainConfig
 from ..games.registry import get_task
 from ..models.lora import adapter_disabled, is_peft
-from ..models.loading import (PolicyWithValue, SplitTrunk, lm_head, lm_trunk, positions_from_mask,
+from ..models import (PolicyWithValue, SplitTrunk, lm_head, lm_trunk, positions_from_mask,
                               unwrap_lm)
 from .scoring import Sampling, score_tokens
 from .rollout import Episode, LMPolicy, RolloutConfig, TokenBatch, episodes_to_batch, rollout

@@ -44,7 +44,7 @@ from tasks.common.client import TooManySessionsError
 
 from ..games.base import instance_seed
 from ..games.registry import get_task
-from ..models.loading import ENDOFTEXT, IM_END, chat_prompt
+from ..models import ENDOFTEXT, IM_END, chat_prompt
 from .scoring import Sampling, SampledLogprobs, sampling_processors
 from .sessions import EpisodeLost
 

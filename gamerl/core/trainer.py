@@ -29,7 +29,7 @@ from .evaluate import eval_instances, evaluate, format_table, local_env_factory,
 from ..games.registry import get_task
 from .curriculum import Curriculum
 from ..models.lora import LoraSettings, apply_lora, load_4bit, load_lora_policy
-from ..models.loading import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, load_policy,
+from ..models import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, load_policy,
                               load_reference)
 from .replay import FailureReplay
 from ..runs.rundir import RunLock, open_run

