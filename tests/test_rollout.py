@@ -128,6 +128,56 @@ def test_left_padding_handles_different_context_lengths(tiny):
         assert torch.allclose(fresh, torch.tensor(ans.logprobs), atol=1e-4)
 
 
+def test_kv_cache_carried_across_turns_changes_nothing_but_the_prefill(tiny):
+    """Each turn prefills only its new tokens (gamerl.core.turn_cache), and the episodes are
+    token for token those of prefilling the whole conversation every turn, with the same
+    log-probs, also while episodes end at different turns and the batch shrinks."""
+    lm, tok = tiny
+    played, prefilled = {}, {}
+    for reuse in (True, False):
+        cfg = rcfg(reuse_kv_cache=reuse)
+        policy = LMPolicy(lm, tok, cfg)
+        torch.manual_seed(3)
+        played[reuse] = rollout(policy, tok, list(range(12)), env_factory(num_rules=2), cfg)
+        prefilled[reuse] = policy.prefilled_tokens
+        assert policy.turn_cache is None  # released when the rollout ends
+    assert len({len(ep.turns) for ep in played[True]}) > 1, "no episode ended early: untested"
+    assert max(len(ep.turns) for ep in played[True]) == 3
+    for a, b in zip(played[True], played[False]):
+        assert a.token_ids == b.token_ids
+        assert torch.allclose(torch.tensor(a.gen_logprobs), torch.tensor(b.gen_logprobs), atol=1e-5)
+    print("prefilled tokens, carried vs fresh:", prefilled)
+    assert prefilled[True] < 0.7 * prefilled[False]
+    # and against a fresh forward pass over the finished sequence (positions and masks right)
+    ep = max(played[True], key=lambda e: len(e.turns))
+    ids = torch.tensor([ep.token_ids])
+    lp = forward_policy(PolicyWithValue(lm), ids, torch.ones_like(ids), SAMPLING,
+                        derive_support=True).logprobs[0]
+    sampled = torch.tensor(ep.policy_mask, dtype=torch.bool)
+    assert torch.allclose(lp[sampled], torch.tensor(ep.gen_logprobs)[sampled], atol=1e-4)
+
+
+def test_kv_cache_is_not_used_for_contexts_that_do_not_extend_its_rows(tiny):
+    """A context that is not its row's tokens plus new ones (or a new episode) is prefilled
+    from scratch: the carried cache can only skip work whose result is the same."""
+    lm, tok = tiny
+    policy = LMPolicy(lm, tok, rcfg(max_new_tokens=4))
+    eps = [object(), object()]
+    contexts = [encode(tok, chat_prompt(tok, [{"role": "user", "content": t}])) for t in ("a", "bb")]
+    torch.manual_seed(0)
+    answers = policy(contexts, eps)
+    assert policy.turn_cache is not None
+    before = policy.prefilled_tokens
+    changed = [contexts[0][:-1] + answers[0].token_ids + [5, 6], contexts[1] + answers[1].token_ids + [7]]
+    answers = policy(changed, eps)
+    assert policy.prefilled_tokens - before == max(len(c) for c in changed)  # all of it again
+    before = policy.prefilled_tokens
+    policy([changed[1] + answers[1].token_ids + [9, 10]], [eps[1]])  # one row, 2 new tokens
+    # the 2 new tokens, and the answer's last token where it filled the last column (a
+    # sampled token is fed to the model only by the next step)
+    assert policy.prefilled_tokens - before == 2 + (len(answers[1].token_ids) == 4)
+
+
 # ----------------------------------------------------------------------------- sequences
 
 

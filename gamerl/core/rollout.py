@@ -18,6 +18,8 @@ carry a reward, a log-prob or a loss.
 
 Batching: at each turn ALL live episodes generate their next answer in ONE ``generate`` call
 (left padding so every row ends at the same column, KV cache on). Episodes that ended drop out.
+The KV cache of one turn's call carries over to the next (``gamerl.core.turn_cache``): a turn
+prefills only its new tokens, not the whole conversation again.
 
 User messages: turn 1 is the system prompt and the game's first observation
 (``first_messages``); later turns are the task's ``feedback`` (the Password Game's compact
@@ -47,6 +49,7 @@ from ..games.registry import get_task
 from ..models import ENDOFTEXT, IM_END, chat_prompt
 from .scoring import Sampling, SampledLogprobs, sampling_processors
 from .sessions import EpisodeLost
+from .turn_cache import TurnCache
 
 log = logging.getLogger("gamerl")
 
@@ -210,6 +213,7 @@ class RolloutConfig:
     feedback: str = "compact"
     system_prompt: Optional[str] = None
     record_logprobs: bool = True  # log pi of each sampled token (for the trainer's self-check)
+    reuse_kv_cache: bool = True  # prefill only each turn's new tokens (gamerl.core.turn_cache)
     task: str = "password_game"  # gamerl.games.TASKS
 
     @classmethod
@@ -244,17 +248,28 @@ class LMPolicy:
         self.lm, self.tokenizer, self.cfg = lm, tokenizer, cfg
         self.stop_ids = stop_token_ids(lm, tokenizer)
         self.generate_calls = 0
+        self.turn_cache: Optional[TurnCache] = None  # the last call's, for the next turn
+        self.prefilled_tokens = 0  # tokens run through the model before sampling (all calls)
 
     @torch.no_grad()
     def __call__(self, contexts: list[list[int]], episodes: list[Episode]) -> list[Answer]:
         cfg, tok = self.cfg, self.tokenizer
         device = self.lm.device
-        width = max(len(c) for c in contexts)
-        ids = torch.full((len(contexts), width), tok.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(contexts), width), dtype=torch.long)
-        for i, c in enumerate(contexts):  # left padding: every row ends at column `width`
-            ids[i, width - len(c):] = torch.tensor(c, dtype=torch.long)
-            mask[i, width - len(c):] = 1
+        carried, self.turn_cache = self.turn_cache, None
+        extended = carried.extend(contexts, episodes, tok.pad_token_id) if carried else None
+        if extended is not None:  # the same episodes' next turn: prefill only the new tokens
+            ids, mask, past = extended
+            self.prefilled_tokens += ids.shape[1] - past.get_seq_length()
+        else:
+            width = max(len(c) for c in contexts)
+            ids = torch.full((len(contexts), width), tok.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(contexts), width), dtype=torch.long)
+            for i, c in enumerate(contexts):  # left padding: every row ends at column `width`
+                ids[i, width - len(c):] = torch.tensor(c, dtype=torch.long)
+                mask[i, width - len(c):] = 1
+            ids, mask, past = ids.to(device), mask.to(device), None
+            self.prefilled_tokens += width
+        width = ids.shape[1]
         recorder = None
         if cfg.greedy:
             sampling = dict(do_sample=False, temperature=None, top_p=None, top_k=None)
@@ -272,7 +287,7 @@ class LMPolicy:
         try:
             self.generate_calls += 1
             out = self.lm.generate(
-                input_ids=ids.to(device), attention_mask=mask.to(device),
+                input_ids=ids, attention_mask=mask, past_key_values=past,
                 max_new_tokens=cfg.max_new_tokens, eos_token_id=self.stop_ids,
                 pad_token_id=tok.pad_token_id, use_cache=True, return_dict_in_generate=True,
                 **sampling)
@@ -289,6 +304,10 @@ class LMPolicy:
             n = int(hits[0]) + 1 if len(hits) else row.shape[0]  # through the first stop token
             answers.append(Answer(row[:n].tolist(),
                                   logprobs[i, :n].tolist() if logprobs is not None else None))
+        if cfg.reuse_kv_cache:
+            self.turn_cache = TurnCache.after_generate(
+                episodes, contexts, [a.token_ids for a in answers], mask, out.sequences,
+                out.past_key_values)
         return answers
 
 
@@ -436,6 +455,8 @@ def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[Any], make_env: Calla
         bar.close()
         for i in range(len(envs)):
             close(i)
+        if isinstance(policy, LMPolicy):
+            policy.turn_cache = None  # the batch's KV cache: memory no later call can use
     return episodes
 
 

@@ -1,0 +1,112 @@
+"""The KV cache carried from one turn's ``generate`` call to the next turn of the same episodes.
+
+Turn t+1 of an episode starts with everything of turn t: its context and its answer. Without
+this, every turn prefills the whole conversation again, and on a CPU that prefill is most of a
+multi-turn rollout (SmolLM2-135M, 32 Password Game episodes, 3 turns: 41 s of the 66 s spent in
+``generate``; docs/benchmarks.md). After each call ``LMPolicy`` keeps the cache and the padded
+token matrix; when the next call's contexts extend those rows (the same episode objects, each
+row's tokens a prefix of its new context) only the new tokens are prefilled: the feedback message
+and the next assistant header.
+
+Layout, row by row: ``[left pads][context][answer through its stop token][pads after the stop]``.
+The attention mask is 0 on both kinds of pads. ``generate`` derives position ids from the
+mask's cumulative sum, so every real token keeps the position it would have in a fresh,
+left-padded prefill of the same tokens, and attends to the same keys. The new tokens are
+appended left-padded among themselves, so that every row again ends at the last column.
+Columns that no remaining row attends to (the pads of episodes that ended, the generated pads
+every row shares) are dropped from the matrix and the cache alike.
+
+Anything else (new episodes, a context that does not extend its row, a cache that is not plain
+per-layer keys and values) gets a fresh prefill: reuse only ever skips work whose result would
+be the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import torch
+
+
+def reusable(past: Any) -> bool:
+    """A cache whose layers are plain full-attention keys/values ``[B, heads, T, head_dim]``
+    (not sliding windows, not recurrent states): the only kind sliced here."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    return (type(past) is DynamicCache and len(past.layers) > 0
+            and all(type(layer) is DynamicLayer and layer.is_initialized for layer in past.layers))
+
+
+@dataclass
+class TurnCache:
+    """What one ``generate`` call leaves for the next turn.
+
+    episodes: the episode of each row (identity matches a row to a later context)
+    tokens:   each row's real tokens, the context then the answer through its stop token
+    ids:      [B, W] the call's padded matrix, prompt columns then generated columns
+    mask:     [B, W] 1 on real tokens
+    past:     the model's cache over ``ids[:, :W-1]`` (the last sampled column was never fed)
+    """
+
+    episodes: list[Any]
+    tokens: list[list[int]]
+    ids: torch.Tensor
+    mask: torch.Tensor
+    past: Any
+
+    @classmethod
+    def after_generate(cls, episodes: Sequence[Any], contexts: Sequence[list[int]],
+                       answers: Sequence[list[int]], in_mask: torch.Tensor,
+                       sequences: torch.Tensor, past: Any) -> Optional["TurnCache"]:
+        """The cache of a finished call, or None where it cannot be carried (see ``reusable``).
+
+        in_mask: [B, W_in] the call's attention mask; sequences: [B, W_in + G] its output;
+        answers[i]: row i's answer (the first ``len(answers[i])`` generated columns are real).
+        """
+        if any(ep is None for ep in episodes) or not reusable(past):
+            return None
+        if past.get_seq_length() != sequences.shape[1] - 1:
+            return None
+        gen = torch.zeros((len(answers), sequences.shape[1] - in_mask.shape[1]), dtype=in_mask.dtype,
+                          device=in_mask.device)
+        for i, answer in enumerate(answers):
+            gen[i, :len(answer)] = 1
+        return cls(episodes=list(episodes), tokens=[list(c) + list(a) for c, a in zip(contexts, answers)],
+                   ids=sequences, mask=torch.cat([in_mask, gen], dim=1), past=past)
+
+    def extend(self, contexts: Sequence[list[int]], episodes: Sequence[Any],
+               pad_id: int) -> Optional[tuple[torch.Tensor, torch.Tensor, Any]]:
+        """``(input_ids, attention_mask, past)`` for a call on ``contexts`` that prefills only
+        their new tokens, or None where any context does not extend a row of this cache. The
+        cache is consumed either way (``generate`` grows it in place)."""
+        row_of = {id(ep): r for r, ep in enumerate(self.episodes)}
+        rows, suffixes = [], []
+        for ctx, ep in zip(contexts, episodes):
+            r = row_of.get(id(ep))
+            if r is None or self.episodes[r] is not ep:
+                return None
+            known = self.tokens[r]
+            if len(ctx) <= len(known) or ctx[:len(known)] != known:
+                return None
+            rows.append(r)
+            suffixes.append(ctx[len(known):])
+        index = torch.tensor(rows, dtype=torch.long, device=self.ids.device)
+        ids, mask = self.ids[index], self.mask[index]
+        keep = mask.bool().any(dim=0)  # [W] columns some remaining row attends to
+        keep_cached = keep[:-1]
+        if not bool(keep_cached.any()):
+            return None
+        past = self.past
+        for layer in past.layers:  # rows, then columns: [B, heads, T, head_dim]
+            layer.keys = layer.keys[index][:, :, keep_cached]
+            layer.values = layer.values[index][:, :, keep_cached]
+        width = max(len(s) for s in suffixes)
+        new_ids = torch.full((len(rows), width), pad_id, dtype=ids.dtype, device=ids.device)
+        new_mask = torch.zeros((len(rows), width), dtype=mask.dtype, device=mask.device)
+        for i, s in enumerate(suffixes):  # left-padded among themselves: rows end together
+            new_ids[i, width - len(s):] = torch.tensor(s, dtype=ids.dtype)
+            new_mask[i, width - len(s):] = 1
+        self.past = None
+        return (torch.cat([ids[:, keep], new_ids], dim=1), torch.cat([mask[:, keep], new_mask], dim=1),
+                past)
