@@ -38,6 +38,21 @@ def tok(tiny_dir):
     return load_tokenizer(str(tiny_dir))
 
 
+
+def test_tokenizer_without_a_pad_token_pads_with_endoftext(tiny_dir, tmp_path):
+    """A saved tokenizer with no pad token (many chat models ship none) gets <|endoftext|>,
+    never the turn's end; this raised a NameError before load_tokenizer imported the token."""
+    import shutil
+
+    copy = tmp_path / "no_pad"
+    shutil.copytree(tiny_dir, copy)
+    config_file = copy / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config.pop("pad_token")
+    config_file.write_text(json.dumps(config))
+    tok = load_tokenizer(str(copy))
+    assert tok.pad_token == "<|endoftext|>" and tok.padding_side == "left"
+
 @pytest.fixture(scope="module")
 def policy(tiny_dir):
     return load_policy(str(tiny_dir), device="cpu")

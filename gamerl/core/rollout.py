@@ -344,28 +344,34 @@ def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[Any], make_env: Calla
     envs: list[Any] = [None] * len(seeds)  # None once closed (or never opened)
     episodes: list[Optional[Episode]] = [None] * len(seeds)
     pending = list(range(len(seeds)))  # instances whose episode has not started yet
-    made: list[Any] = []  # every environment make_env built, so a failed start closes its own
+    last_made: list[Any] = []  # the environment make_env built last, so a failed start closes it
+    warned_about_waves = False
 
     def tracked_make_env(*args: Any, **kwargs: Any) -> Any:
-        made.append(make_env(*args, **kwargs))
-        return made[-1]
+        last_made[:] = [make_env(*args, **kwargs)]
+        return last_made[0]
+
+    def close_env(env: Any) -> None:
+        if env is not None and hasattr(env, "close"):
+            env.close()
 
     def close(i: int) -> None:
         env, envs[i] = envs[i], None
-        if env is not None and getattr(env, "close", None) is not None:
-            env.close()
+        close_env(env)
 
     def start_pending() -> None:
         """Open episodes in instance order while the game server has room. A server that holds
         fewer sessions than the batch (429: its --max-sessions, or another client's quota) gets
         the rest as sessions free up: the batch then plays in waves instead of in lockstep."""
+        nonlocal warned_about_waves
         while pending:
-            i, n_made = pending[0], len(made)
+            i = pending[0]
+            last_made.clear()
             try:
                 env, obs = task.start(tracked_make_env, seeds[i])
             except TooManySessionsError as e:
-                if len(made) > n_made:
-                    getattr(made[-1], "close", lambda: None)()
+                if last_made:  # built, then refused a session: close what it holds
+                    close_env(last_made.pop())
                 playing = sum(ep is not None and not ep.done for ep in episodes)
                 if not playing:  # nothing of ours will free a session: the server is full
                     raise TooManySessionsError(
@@ -373,8 +379,8 @@ def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[Any], make_env: Calla
                         "Start it with a larger --max-sessions, or stop the other clients that "
                         "hold its sessions.", status_code=e.status_code,
                         retry_after=e.retry_after) from e
-                if not getattr(start_pending, "warned", False):
-                    start_pending.warned = True  # type: ignore[attr-defined]
+                if not warned_about_waves:
+                    warned_about_waves = True
                     log.warning("the game server took %d of this batch's %d sessions (%s): the "
                                 "other episodes start as those end. Start the server with "
                                 "--max-sessions of at least %d to play them in lockstep.",

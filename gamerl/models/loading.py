@@ -30,7 +30,7 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel,
 
 from .pretrained import (PRETRAINED, QWEN3_RANDOM, SMOLLM2, ModelUnavailableError,
                          ensure_pretrained, qwen3_0_6b_config)
-from .tiny import TINY, TINY_MARKER, ensure_tiny
+from .tiny import ENDOFTEXT, TINY, TINY_MARKER, ensure_tiny
 
 # ----------------------------------------------------------------------------- finding weights
 

@@ -19,12 +19,10 @@ names the command installing it.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
-from typing import Callable
+
+from .builddir import build_atomically, is_current
 
 SMOLLM2 = "smollm2-135m"
 QWEN3_RANDOM = "qwen3-0.6b-random"
@@ -76,32 +74,6 @@ def _need(module: str, install: str, why: str) -> None:
                                   f"installed. Install it with:  {install}")
 
 
-def _is_current(path: Path, marker: dict) -> bool:
-    try:
-        found = json.loads((path / MARKER).read_text())
-    except (OSError, ValueError):
-        return False
-    return {k: found.get(k) for k in marker} == marker and (path / "config.json").exists()
-
-
-def _build_atomically(out: Path, marker: dict, write: Callable[[Path], None]) -> Path:
-    """Run ``write(tmp)``, add the marker, rename into place: a reader never sees half a model."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
-    try:
-        write(tmp)
-        (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
-        os.chmod(tmp, 0o755)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not _is_current(out, marker):  # another process may have built it first
-            raise
-    return out
-
-
 # ----------------------------------------------------------------------------- SmolLM2
 
 
@@ -119,7 +91,7 @@ def smollm2_gguf() -> Path:
     return path
 
 
-def _write_smollm2(out: Path) -> None:
+def _write_smollm2(out: Path) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
@@ -142,6 +114,7 @@ def _write_smollm2(out: Path) -> None:
     plain.config.pad_token_id = tokenizer.pad_token_id
     tokenizer.save_pretrained(out)
     plain.save_pretrained(out)
+    return {}
 
 
 def ensure_smollm2(path: str | Path | None = None) -> Path:
@@ -151,11 +124,11 @@ def ensure_smollm2(path: str | Path | None = None) -> Path:
     out = Path(path) if path is not None else models_dir() / SMOLLM2
     marker = {"format": BUILD_FORMAT, "model": SMOLLM2, "source": f"{SMOLLM2_PACKAGE} {gguf.name}",
               "gguf_bytes": gguf.stat().st_size}
-    if _is_current(out, marker):
+    if is_current(out, MARKER, marker):
         return out
     _need("gguf", GGUF_INSTALL, f"building {SMOLLM2!r} from its GGUF file")
     _need("accelerate", GGUF_INSTALL, f"building {SMOLLM2!r} from its GGUF file")
-    return _build_atomically(out, marker, _write_smollm2)
+    return build_atomically(out, _write_smollm2, MARKER, marker)
 
 
 # ----------------------------------------------------------------------------- Qwen3 random
@@ -210,7 +183,7 @@ def qwen3_tokenizer():
     return tok
 
 
-def _write_qwen3_random(out: Path) -> None:
+def _write_qwen3_random(out: Path) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig
 
@@ -226,6 +199,7 @@ def _write_qwen3_random(out: Path) -> None:
         temperature=0.6, top_k=20, top_p=0.95)
     tokenizer.save_pretrained(out)
     model.save_pretrained(out)
+    return {}
 
 
 def ensure_qwen3_random(path: str | Path | None = None) -> Path:
@@ -233,10 +207,10 @@ def ensure_qwen3_random(path: str | Path | None = None) -> Path:
     seeded random bf16 weights (1.2 GB; built in about half a minute, once)."""
     out = Path(path) if path is not None else models_dir() / QWEN3_RANDOM
     marker = {"format": BUILD_FORMAT, "model": QWEN3_RANDOM, "seed": 0}
-    if _is_current(out, marker):
+    if is_current(out, MARKER, marker):
         return out
     qwen_tiktoken_file()  # the clear error first
-    return _build_atomically(out, marker, _write_qwen3_random)
+    return build_atomically(out, _write_qwen3_random, MARKER, marker)
 
 
 def ensure_pretrained(name: str) -> Path:

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable
@@ -21,10 +18,12 @@ import transformers
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
+from .builddir import build_atomically, is_current
 
 QWEN3_0_6B = "Qwen/Qwen3-0.6B"
 TINY = "tiny"
 TINY_MARKER = "gamerl_tiny.json"
+TINY_FILES = ("config.json", "tokenizer.json")  # a build is complete with these
 TINY_BUILD_FORMAT = 1  # bump when build_tiny changes what it writes, so caches rebuild
 VALUE_HEAD_FILE = "value_head.pt"
 
@@ -180,7 +179,6 @@ def build_tiny(out_dir: str | Path = "checkpoints/tiny", **params) -> Path:
     """
     cfg = TinyConfig(**params)
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
     texts, corpus_sha = _corpus(cfg.seed)
 
     tokenizer = train_tokenizer(texts, cfg.vocab_size, cfg.max_position_embeddings)
@@ -192,34 +190,18 @@ def build_tiny(out_dir: str | Path = "checkpoints/tiny", **params) -> Path:
         bos_token_id=config.bos_token_id, pad_token_id=config.pad_token_id,
         eos_token_id=[config.eos_token_id, config.pad_token_id])  # as Qwen3: stop on either
 
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
-    try:
+    def write(tmp: Path) -> dict:
         tokenizer.save_pretrained(tmp)
         model.save_pretrained(tmp)
-        marker = {**_marker(cfg, corpus_sha), "vocab_size": len(tokenizer),
-                  "num_parameters": model.num_parameters(),
-                  "versions": {"transformers": transformers.__version__,
-                               "tokenizers": tokenizers.__version__}}
-        (tmp / TINY_MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
-        os.chmod(tmp, 0o755)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except OSError:
-        # Another process may have renamed its (identical) build into place first.
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not _tiny_is_current(out, _marker(cfg, corpus_sha)):
-            raise
-    return out
+        return {"vocab_size": len(tokenizer), "num_parameters": model.num_parameters(),
+                "versions": {"transformers": transformers.__version__,
+                             "tokenizers": tokenizers.__version__}}
+
+    return build_atomically(out, write, TINY_MARKER, _marker(cfg, corpus_sha), TINY_FILES)
 
 
 def _tiny_is_current(path: Path, expected: dict) -> bool:
-    try:
-        marker = json.loads((path / TINY_MARKER).read_text())
-    except (OSError, ValueError):
-        return False
-    return ({k: marker.get(k) for k in expected} == expected
-            and (path / "config.json").exists() and (path / "tokenizer.json").exists())
+    return is_current(path, TINY_MARKER, expected, TINY_FILES)
 
 
 def default_tiny_dir() -> Path:
