@@ -13,10 +13,18 @@ game (one module each: ``password_game``, ``wordle``, ``openspiel``; the registr
   password, the guess, the move) and the user message after a move (``feedback``);
 * **numbers**: ``turn_stats(info)`` (a few numbers kept per turn), ``metrics(episodes, cfg)``
   (the game's own evaluation columns beside reward and success), ``badness(episode)`` in [0, 1]
-  (the failure replay's priority), ``metric_descriptions`` (what its columns are, for figures);
+  (the failure replay's priority), ``metric_descriptions`` (what its columns are, for figures)
+  and ``metric_entry_labels`` (the names of a list-valued column's entries, for figures);
 * **helpers**: ``demo(cfg, rng)`` answers for the warm start (format, not skill), and
   ``reference_agents(cfg)`` (the solver / random rows of an evaluation table, keyed by short
-  names) with ``reference_labels`` (what each row is, as tables and figures print it).
+  names) with ``reference_labels`` (what each row is, as tables and figures print it);
+* **optional** (a game may leave them out): ``record_fields(episode)``, the game's own fields of
+  an episode's line in episodes.jsonl (the Password Game's rules satisfied, OpenSpiel's
+  outcome); ``sample_table`` (a ``SampleTable``: the columns of the game's sample episodes in
+  the validation log, what an outcome is, which episodes are the same game; without one the
+  table shows instance | actions | result); ``curriculum`` (a ``CurriculumChoices``: what the
+  stages of ``gamerl.core.curriculum`` may name, and the default stages; without one the game
+  has no curriculum).
 
 Nothing here imports the trainer (``gamerl.core``): the games depend on this module only, and
 the trainer reaches them through ``gamerl.games.get_task``. An ``Episode`` below is
@@ -35,6 +43,7 @@ the empty password, a valid (bad) move, never an exception.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -44,13 +53,57 @@ Instance = Any  # an int seed, or a JSON-able dict with a "seed" key
 MakeEnv = Callable[..., Any]
 Episode = Any  # gamerl.core.rollout.Episode (not imported: the games never import the trainer)
 
-__all__ = ["GENERIC_METRIC_DESCRIPTIONS", "Instance", "MakeEnv", "Task", "after_marker",
-           "extract_answer", "instance_seed", "seed_eval", "seed_instances", "seed_start",
-           "wilson_interval"]
+__all__ = ["GENERIC_METRIC_DESCRIPTIONS", "MAX_TURNS_SHOWN", "CurriculumChoices", "Instance",
+           "MakeEnv", "SampleTable", "Task", "after_marker", "code_span", "elide",
+           "episode_instance", "extract_answer", "instance_key", "instance_seed", "seed_eval",
+           "seed_instances", "seed_start", "wilson_interval"]
 
 
 def instance_seed(instance: Instance) -> int:
     return int(instance["seed"]) if isinstance(instance, Mapping) else int(instance)
+
+
+def episode_instance(ep: Episode) -> Any:
+    """What the episode was started from: its instance, else its seed."""
+    return ep.instance if ep.instance is not None else ep.seed
+
+
+def instance_key(ep: Episode) -> str:
+    """The episode's instance as a string that is equal for the same game (JSON, keys sorted)."""
+    return json.dumps(episode_instance(ep), sort_keys=True, default=str)
+
+
+def _won(ep: Episode) -> bool:
+    return bool(ep.success)
+
+
+@dataclass(frozen=True)
+class SampleTable:
+    """How a game's sample episodes show in the validation log (``gamerl.tracking.samples``
+    builds the table: distinct games, outcomes mixed, cells escaped and shortened).
+
+    ``row(episode)`` gives one cell per ``header`` entry, as plain text (``code_span`` and
+    ``elide`` below help); ``outcome(episode)`` names the group an episode falls in (rows are
+    shared out among the groups, so a mostly-failing policy still shows its few wins): won or
+    not by default; ``key(episode)`` is equal for episodes of the same game (a game played
+    several times shows once): the instance by default."""
+
+    header: tuple[str, ...]
+    row: Callable[[Episode], list[str]]
+    outcome: Callable[[Episode], Any] = _won
+    key: Callable[[Episode], Any] = instance_key
+
+
+@dataclass(frozen=True)
+class CurriculumChoices:
+    """What the stages of a game's curriculum (``gamerl.core.curriculum``) may name. ``games``
+    and ``default_stages`` are called when a curriculum is built, so a game's list is read only
+    by runs that use one."""
+
+    games: Callable[[], Sequence[str]]  # the games a stage may list
+    opponents: tuple[str, ...]  # the opponents a stage may name
+    # the stages of ``curriculum: "default"``: {"name", "games", "opponent", "threshold"} each
+    default_stages: Callable[[], list[dict]]
 
 
 @dataclass(frozen=True)
@@ -77,6 +130,15 @@ class Task:
     reference_labels: Mapping[str, str] = field(default_factory=dict)
     # metric key (of ``metrics``) -> what the number is, as a figure's axis label says it
     metric_descriptions: Mapping[str, str] = field(default_factory=dict)
+    # list-valued metric key -> n -> the names of its first n entries, as a figure's ticks say
+    # them (the Password Game's per-rule pass rates: "1. 5+ characters", ...)
+    metric_entry_labels: Mapping[str, Callable[[int], list[str]]] = field(default_factory=dict)
+    # the game's own fields of an episode's record (episodes.jsonl); None: the generic ones only
+    record_fields: Optional[Callable[[Episode], dict]] = None
+    # the columns of its sample episodes; None: instance | actions | result
+    sample_table: Optional[SampleTable] = None
+    # what curriculum stages may name; None: the game has no curriculum
+    curriculum: Optional[CurriculumChoices] = None
 
 
 # ----------------------------------------------------------------------------- answers
@@ -134,6 +196,33 @@ def seed_instances(cfg, seeds: Sequence[int], stage: Optional[dict] = None) -> l
 
 def seed_eval(cfg, n: int, overrides: Optional[dict] = None) -> list:
     return cfg.eval_seeds(n)
+
+
+# ----------------------------------------------------------------------------- sample cells
+
+MAX_TURNS_SHOWN = 8  # longer episodes show the first turns, "…", and the last ones
+
+
+def code_span(text: str) -> str:
+    """Inline Markdown code that survives backticks inside it (the longer-fence rule); an empty
+    text shows as ``∅``, visible, not an empty code span."""
+    text = " ".join(str(text).split())
+    if not text:
+        return "∅"
+    fence = "`"
+    while fence in text:
+        fence += "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def elide(items: list[str], keep: int = MAX_TURNS_SHOWN) -> list[str]:
+    """``items`` if there are at most ``keep``; else the first ``keep - 2``, a
+    ``… (n more) …`` marker and the last two."""
+    if len(items) <= keep:
+        return items
+    head = keep - 2
+    return items[:head] + [f"… ({len(items) - keep} more) …"] + items[-2:]
 
 
 # ----------------------------------------------------------------------------- numbers

@@ -3,21 +3,26 @@
 The run's ``task_config`` with defaults (``openspiel_settings``; ``OPENSPIEL_ENV_KEYS``,
 ``OPENSPIEL_DEFAULTS``); the system prompt; the move in an answer (``extract_move``); the
 position after a move (``openspiel_feedback``); instances (game and opponent per episode, as the
-curriculum stages say); the numbers kept per turn, win/draw/loss rates per game with Wilson
-intervals, the failure replay's priority; random legal moves as warm-start demonstrations and
-as the reference agent. The evaluation table against random and MCTS agents is
-``gamerl.games.openspiel_eval``.
+curriculum stages say); the numbers kept per turn and an episode's ``outcome``, win/draw/loss
+rates per game with Wilson intervals, the failure replay's priority; random legal moves as
+warm-start demonstrations and as the reference agent; the episode record's outcome and the
+sample table's columns (game | seat | moves | outcome); what curriculum stages may name and the
+default easy -> medium -> hard stages (``OPENSPIEL_CURRICULUM``). The evaluation table against
+random and MCTS agents is ``gamerl.games.openspiel_eval``.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .base import Instance, MakeEnv, Task, after_marker, instance_seed, wilson_interval
+from .base import (MAX_TURNS_SHOWN, CurriculumChoices, Instance, MakeEnv, SampleTable, Task,
+                   after_marker, code_span, elide, instance_seed, wilson_interval)
 
-__all__ = ["OPENSPIEL_DEFAULTS", "OPENSPIEL_ENV_KEYS", "extract_move", "make_task",
-           "openspiel_feedback", "openspiel_settings"]
+__all__ = ["OPENSPIEL_CURRICULUM", "OPENSPIEL_DEFAULTS", "OPENSPIEL_ENV_KEYS", "OPPONENTS",
+           "default_curriculum_stages", "extract_move", "make_task", "openspiel_feedback",
+           "openspiel_settings", "outcome", "supported_games"]
 
 OPENSPIEL_ENV_KEYS = ("games", "opponent", "model_seat", "mcts_simulations", "mcts_uct_c",
                       "mcts_rollouts", "illegal_move_policy", "max_illegal_retries", "reward")
@@ -74,6 +79,101 @@ def openspiel_feedback(obs: Mapping[str, Any], info: Mapping[str, Any], action: 
     return "\n".join(line for line in lines if not any(line.startswith(d) for d in drop))
 
 
+# ----------------------------------------------------------------------------- an episode's result
+
+def outcome(ep) -> Optional[str]:
+    """"win" / "draw" / "loss" once the game ended, else None."""
+    return ep.turns[-1].stats.get("outcome") if ep.turns else None
+
+
+def _record_fields(ep) -> dict:
+    result = outcome(ep)
+    return {} if result is None else {"outcome": result}
+
+
+# ----------------------------------------------------------------------------- sample table
+
+def _sample_game(ep) -> str:
+    if isinstance(ep.instance, dict) and ep.instance.get("game"):
+        return str(ep.instance["game"])
+    return str((ep.last_obs or {}).get("game", "?"))
+
+
+def _sample_moves(ep) -> list[str]:
+    """The game's move history (``you`` / ``opp`` / chance), with the model's illegal attempts
+    (turns the game did not play) marked ``✗``; the turns' actions when there is no history."""
+    history = (ep.last_obs or {}).get("history")
+    illegal = [t.action for t in ep.turns if t.stats.get("illegal")]
+    if history is None:
+        return [f"you: {'✗ ' if t.stats.get('illegal') else ''}{t.action}" for t in ep.turns]
+    out = []
+    for h in history:
+        by, move = h.get("by"), str(h.get("move", "?"))
+        out.append(f"[{move}]" if by == "chance" else f"{'you' if by == 'you' else 'opp'}: {move}")
+    if illegal:
+        out.append("illegal tries: " + ", ".join(code_span(a) for a in illegal))
+    return out
+
+
+def _sample_outcome(ep) -> str:
+    result = outcome(ep)
+    if result is None:
+        return "unfinished (context full)" if ep.context_exhausted else "unfinished"
+    return result
+
+
+def _sample_key(ep) -> str:
+    # the same game, seed and opponent is the same episode, whatever else the instance holds
+    if isinstance(ep.instance, dict):
+        return json.dumps({k: ep.instance.get(k) for k in ("game", "seed", "opponent")},
+                          sort_keys=True, default=str)
+    return json.dumps([_sample_game(ep), ep.seed], default=str)
+
+
+def _sample_row(ep) -> list[str]:
+    seat = (ep.last_obs or {}).get("player")
+    moves = elide(_sample_moves(ep), keep=2 * MAX_TURNS_SHOWN)  # two entries a turn
+    return [_sample_game(ep), "?" if seat is None else str(seat),
+            " · ".join(moves) if moves else "(none)", _sample_outcome(ep)]
+
+
+# rows shared out among win / draw / loss / unfinished, not just won or not
+SAMPLE_TABLE = SampleTable(header=("game", "seat", "moves", "outcome"), row=_sample_row,
+                           outcome=_sample_outcome, key=_sample_key)
+
+
+# ----------------------------------------------------------------------------- curriculum
+
+OPPONENTS = ("random", "mcts")  # tasks.openspiel.game.OPPONENTS, without importing pyspiel
+
+
+def supported_games() -> list[str]:
+    """The OpenSpiel games a curriculum stage may name (tasks.openspiel.games.GAMES, the same
+    list as tasks.openspiel.game.supported_games(), read without importing pyspiel)."""
+    from tasks.openspiel.games import GAMES
+
+    return list(GAMES)
+
+
+def default_curriculum_stages() -> list[dict]:
+    """easy: the two simple games against a random bot; medium: four harder games (the three
+    chance/poker-style ones and hex 5x5, the shortest board game) against a random bot; hard:
+    every game against MCTS. Thresholds fall as the opposition gets stronger."""
+    return [
+        {"name": "easy", "games": ["tic_tac_toe", "kuhn_poker"], "opponent": "random",
+         "threshold": 0.60},
+        {"name": "medium", "games": ["connect_four", "leduc_poker", "liars_dice", "hex"],
+         "opponent": "random", "threshold": 0.50},
+        {"name": "hard", "games": supported_games(), "opponent": "mcts", "threshold": 0.40},
+    ]
+
+
+OPENSPIEL_CURRICULUM = CurriculumChoices(games=supported_games, opponents=OPPONENTS,
+                                         default_stages=default_curriculum_stages)
+
+
+# ----------------------------------------------------------------------------- the task
+
 def make_task() -> Task:
     def env_kwargs(settings: dict, instance: Mapping) -> dict:
         kw = {k: settings[k] for k in ("model_seat", "mcts_simulations", "mcts_uct_c",
@@ -125,13 +225,13 @@ def make_task() -> Task:
         turns = [t for ep in episodes for t in ep.turns]
         out: dict[str, Any] = {}
         for key in ("win", "draw", "loss"):
-            out[f"{key}_rate"] = sum(ep.outcome == key for ep in episodes) / n
+            out[f"{key}_rate"] = sum(outcome(ep) == key for ep in episodes) / n
         out["illegal_rate"] = sum(t.stats.get("illegal", False) for t in turns) / max(len(turns), 1)
         per_game: dict[str, dict] = {}
         for ep in episodes:
             g = per_game.setdefault(ep.instance["game"], {"win": 0, "draw": 0, "loss": 0,
                                                           "unfinished": 0, "games": 0})
-            g[ep.outcome or "unfinished"] += 1
+            g[outcome(ep) or "unfinished"] += 1
             g["games"] += 1
         for g in per_game.values():
             g["win_ci"] = list(wilson_interval(g["win"], g["games"]))
@@ -139,7 +239,7 @@ def make_task() -> Task:
         return out
 
     def badness(ep, cfg) -> float:
-        return {"win": 0.0, "draw": 0.5, "loss": 1.0}.get(ep.outcome, 1.0)
+        return {"win": 0.0, "draw": 0.5, "loss": 1.0}.get(outcome(ep), 1.0)
 
     def demo(cfg, rng: random.Random) -> Callable:
         # a random legal move: the format and legality, not skill
@@ -167,4 +267,5 @@ def make_task() -> Task:
                              "draw_rate": "games drawn (fraction)",
                              "loss_rate": "games lost (fraction)",
                              "illegal_rate": "illegal answers (fraction of turns)"},
+        record_fields=_record_fields, sample_table=SAMPLE_TABLE, curriculum=OPENSPIEL_CURRICULUM,
     )

@@ -12,8 +12,10 @@
     O(turns x rules) tokens. If the game altered the password (fire, Paul hatching) the message
     shows the altered password;
   - ``"full"``: the game's whole observation text every turn (simple, long);
-* the numbers kept per turn, the evaluation columns (rules satisfied, per-rule pass rates) and
-  the failure replay's priority (rules not satisfied);
+* the numbers kept per turn and what they say of an episode (``rules_satisfied``,
+  ``num_revealed``, ``rule_verdicts``), the evaluation columns (rules satisfied, per-rule pass
+  rates), the failure replay's priority (rules not satisfied), the episode record's fields and
+  the sample table's columns (seed | passwords | rules held/revealed);
 * the warm start's demonstrations (``demo_password`` and its word lists) and the reference
   agents (the solver, random strings);
 * ``password_game_config`` (a TrainConfig's game fields as the game's ``GameConfig``) and
@@ -25,11 +27,13 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-from .base import MakeEnv, Task, extract_answer, seed_eval, seed_instances, seed_start
+from .base import (MakeEnv, SampleTable, Task, code_span, elide, extract_answer, seed_eval,
+                   seed_instances, seed_start)
 
 __all__ = ["MONTHS", "SPECIALS", "SPONSORS", "SUM25_RUNS", "SYSTEM_PROMPT", "WORDS",
-           "demo_password", "extract_password", "feedback_message", "make_task",
-           "password_game_config", "password_rule_labels", "password_solver_answer"]
+           "demo_password", "extract_password", "feedback_message", "make_task", "num_revealed",
+           "password_game_config", "password_rule_labels", "password_solver_answer",
+           "rule_verdicts", "rules_satisfied"]
 
 SYSTEM_PROMPT = ("You are playing the Password Game. Reply with your next password only, on one "
                  "line.")
@@ -56,6 +60,52 @@ def feedback_message(obs: dict[str, Any], info: dict[str, Any], submitted: str,
             tag = "New: " if rule["id"] in newly else ""
             lines.append(f"{tag}{mark} Rule {rule['id'] + 1}: {rule['text']}")
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- an episode's result
+
+def rules_satisfied(ep) -> int:
+    """Revealed rules the episode's last password satisfies (0 before any turn)."""
+    return int(ep.turns[-1].stats.get("rules_satisfied", 0)) if ep.turns else 0
+
+
+def num_revealed(ep) -> int:
+    """Rules revealed after the episode's last turn (the game starts with one)."""
+    return int(ep.turns[-1].stats.get("num_revealed", 1)) if ep.turns else 1
+
+
+def rule_verdicts(ep) -> dict[int, bool]:
+    """Final verdict per revealed rule id (rules never revealed are absent)."""
+    return {r["id"]: bool(r["satisfied"]) for r in ep.final_info.get("rules", [])}
+
+
+def _record_fields(ep) -> dict:
+    # "passwords" repeats the generic "actions" under the name episodes.jsonl had before tasks
+    return {"rules_satisfied": rules_satisfied(ep), "num_revealed": num_revealed(ep),
+            "passwords": [t.action for t in ep.turns]}
+
+
+def _sample_rules(ep) -> str:
+    """``4/5, breaks 5``: rules held of those revealed, the broken ones numbered from 1 as the
+    game's text numbers them; ``(won)`` when every rule held."""
+    verdicts = rule_verdicts(ep)
+    if not verdicts and ep.turns:
+        return f"{rules_satisfied(ep)}/{num_revealed(ep)}"
+    text = f"{sum(verdicts.values())}/{len(verdicts)}"
+    broken = [str(i + 1) for i, ok in sorted(verdicts.items()) if not ok]
+    if broken:
+        text += ", breaks " + " ".join(broken)
+    if ep.success:
+        text += " (won)"
+    return text
+
+
+def _sample_row(ep) -> list[str]:
+    passwords = elide([code_span(t.action) for t in ep.turns])
+    return [str(ep.seed), " → ".join(passwords) if passwords else "(none)", _sample_rules(ep)]
+
+
+SAMPLE_TABLE = SampleTable(header=("seed", "passwords", "rules held/revealed"), row=_sample_row)
 
 
 # ----------------------------------------------------------------------------- warm start
@@ -172,7 +222,7 @@ def _metrics(episodes, cfg) -> dict:
         for rule in ep.final_info.get("rules", []):
             if rule["satisfied"] and rule["id"] < cfg.num_rules:
                 per_rule[rule["id"]] += 1
-    return {"rules_satisfied": sum(ep.rules_satisfied for ep in episodes) / n,
+    return {"rules_satisfied": sum(rules_satisfied(ep) for ep in episodes) / n,
             "per_rule_pass_rate": [c / n for c in per_rule]}
 
 
@@ -184,7 +234,7 @@ def make_task() -> Task:
         env_factory=_env_factory, http_env_factory=_http_factory, start=seed_start,
         train_instances=seed_instances, eval_instances=seed_eval,
         turn_stats=_turn_stats, metrics=_metrics,
-        badness=lambda ep, cfg: 1.0 - ep.rules_satisfied / max(cfg.num_rules, 1),
+        badness=lambda ep, cfg: 1.0 - rules_satisfied(ep) / max(cfg.num_rules, 1),
         demo=lambda cfg, rng: (lambda ep: demo_password(rng, cfg.num_rules,
                                                         cfg.warmstart_extra_prob)),
         reference_agents=lambda cfg: {"solver": password_solver_answer,
@@ -193,4 +243,6 @@ def make_task() -> Task:
         headline=("rules_satisfied",),
         reference_labels={"solver": "solver (all rules)", "random": "random strings (floor)"},
         metric_descriptions={"rules_satisfied": "rules the last password satisfies (mean)"},
+        metric_entry_labels={"per_rule_pass_rate": password_rule_labels},
+        record_fields=_record_fields, sample_table=SAMPLE_TABLE,
     )

@@ -13,7 +13,7 @@ from typing import Callable
 from . import openspiel, password_game, wordle
 from .base import GENERIC_METRIC_DESCRIPTIONS, Task
 
-__all__ = ["TASKS", "describe_metric", "get_task", "register_task"]
+__all__ = ["TASKS", "describe_metric", "get_task", "metric_entry_labels", "register_task"]
 
 TASKS: dict[str, Callable[[], Task]] = {
     "password_game": password_game.make_task,
@@ -47,3 +47,13 @@ def describe_metric(key: str) -> str:
         if description is not None:
             return description
     return key.replace("_", " ")
+
+
+def metric_entry_labels(key: str, n: int) -> list[str]:
+    """The names of the first ``n`` entries of a list-valued evaluation number, as a figure's
+    ticks say them: the game's that has them (``Task.metric_entry_labels``); else 1..n."""
+    for name in TASKS:
+        labels = get_task(name).metric_entry_labels.get(key)
+        if labels is not None:
+            return labels(n)
+    return [str(i + 1) for i in range(n)]

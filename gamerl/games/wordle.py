@@ -4,7 +4,8 @@ The system prompt; the guess in an answer (``extract_guess``); the board after a
 (``wordle_feedback``); the held-out answers of evaluation (``wordle_heldout_answers``: training
 never draws them); the numbers kept per turn (valid, repeated, greens), the evaluation columns
 and the failure replay's priority; random answer words as warm-start demonstrations; the
-entropy solver and random words as reference agents.
+entropy solver and random words as reference agents; the sample table's columns (answer |
+guesses with their marks | result).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .base import Instance, MakeEnv, Task, after_marker
+from .base import (Instance, MakeEnv, SampleTable, Task, after_marker, code_span, elide,
+                   instance_key)
 
 __all__ = ["WORDLE_HELDOUT", "extract_guess", "make_task", "wordle_config", "wordle_feedback",
            "wordle_heldout_answers"]
@@ -56,6 +58,73 @@ def wordle_config(cfg):
 
     return WordleConfig(**dict(cfg.task_config or {}))
 
+
+# ----------------------------------------------------------------------------- sample table
+
+_MARK_EMOJI = {"green": "🟩", "yellow": "🟨", "grey": "⬜", "gray": "⬜"}
+
+
+def _sample_answer(ep) -> Optional[str]:
+    """The episode's answer word: its instance's, else what the game said at the end."""
+    if isinstance(ep.instance, dict) and ep.instance.get("answer"):
+        return str(ep.instance["answer"])
+    for said in (ep.last_obs or {}, ep.final_info or {}):
+        if said.get("answer"):
+            return str(said["answer"])
+    return None
+
+
+def _sample_guesses(ep, answer: Optional[str]) -> list[str]:
+    """One entry per turn: ``GUESS 🟩⬜…`` for a valid guess, ``✗ `text` `` for a wasted turn.
+
+    The game's own record (``last_obs["attempts"]`` and ``["marks"]``) when there is one; else
+    the turns' actions, scored with ``tasks.wordle.feedback`` when the answer is known (episodes
+    rebuilt from records have no board)."""
+    obs = ep.last_obs or {}
+    attempts, marks = obs.get("attempts"), obs.get("marks")
+    out: list[str] = []
+    if attempts is not None and marks is not None and len(attempts) == len(ep.turns):
+        scored = iter(marks)
+        for attempt in attempts:
+            if attempt.get("valid"):
+                m = next(scored, None) or []
+                out.append(f"{attempt['guess'].upper()} "
+                           f"{''.join(_MARK_EMOJI.get(x, '?') for x in m)}")
+            else:
+                out.append(f"✗ {code_span(attempt.get('guess', ''))}")
+        return out
+    for t in ep.turns:
+        if t.stats.get("valid") and answer:
+            from tasks.wordle import feedback
+
+            m = feedback(answer, t.action.strip().lower())
+            out.append(f"{t.action.strip().upper()} {''.join(_MARK_EMOJI[x] for x in m)}")
+        elif t.stats.get("valid"):
+            out.append(t.action.strip().upper())
+        else:
+            out.append(f"✗ {code_span(t.action)}")
+    return out
+
+
+def _sample_result(ep) -> str:
+    if ep.success:
+        return f"solved in {len(ep.turns)}"
+    return "not solved (context full)" if ep.context_exhausted else "not solved"
+
+
+def _sample_row(ep) -> list[str]:
+    answer = _sample_answer(ep)
+    guesses = elide(_sample_guesses(ep, answer))
+    return [answer.upper() if answer else "?",
+            " → ".join(guesses) if guesses else "(no guess)", _sample_result(ep)]
+
+
+# one row per answer word, however the instances around it differ
+SAMPLE_TABLE = SampleTable(header=("answer", "guesses", "result"), row=_sample_row,
+                           key=lambda ep: _sample_answer(ep) or instance_key(ep))
+
+
+# ----------------------------------------------------------------------------- the task
 
 def make_task() -> Task:
     def env_factory(cfg) -> MakeEnv:
@@ -151,4 +220,5 @@ def make_task() -> Task:
             "guesses_when_solved": "guesses per solved game (mean)",
             "invalid_rate": "invalid guesses (fraction of turns)",
             "repeat_rate": "repeated guesses (fraction of turns)"},
+        sample_table=SAMPLE_TABLE,
     )
