@@ -15,6 +15,8 @@ import subprocess
 import sys
 from typing import Sequence
 
+from .games.password_game import num_revealed, rule_verdicts, rules_satisfied
+
 _WATCHDOG = """
 import os, signal, sys, time
 parent, child = int(sys.argv[1]), int(sys.argv[2])
@@ -44,7 +46,7 @@ def stop_with_parent(proc: subprocess.Popen, parent_pid: int | None = None) -> s
 
 
 def _broken(ep) -> str:
-    verdicts = ep.rule_verdicts()
+    verdicts = rule_verdicts(ep)
     broken = [str(i + 1) for i, ok in sorted(verdicts.items()) if not ok]
     return ", ".join(broken) if broken else "none"
 
@@ -63,8 +65,8 @@ def episode_table(runs: dict[str, Sequence], n: int = 8) -> str:
     for i in range(min(n, min(len(v) for v in runs.values()))):
         for name in names:
             ep = runs[name][i]
-            pw = " → ".join(_cell(t.password, 24) for t in ep.turns) or "(none)"
-            lines.append(f"| {ep.seed} | {name} | {pw} | {ep.rules_satisfied} / {ep.num_revealed}"
+            pw = " → ".join(_cell(t.action, 24) for t in ep.turns) or "(none)"
+            lines.append(f"| {ep.seed} | {name} | {pw} | {rules_satisfied(ep)} / {num_revealed(ep)}"
                          f"{' ✔' if ep.success else ''} | {_broken(ep)} |")
     return "\n".join(lines)
 

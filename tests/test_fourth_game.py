@@ -1,6 +1,8 @@
 """A fourth game is one module and one registry line: a trivial in-process game ("say the
 number"), registered as a ``Task`` here, is played by the rollout and scored by the evaluation
-with no change to gamerl.core (docs/training.md, "Adding a game")."""
+with no change to gamerl.core (docs/training.md, "Adding a game"). It names none of the optional
+fields (``record_fields``, ``sample_table``, ``curriculum``): its episode records and sample
+table are the generic ones."""
 
 import random
 from types import SimpleNamespace
@@ -8,10 +10,11 @@ from types import SimpleNamespace
 import pytest
 
 from gamerl.core.evaluate import episode_metrics
-from gamerl.core.rollout import LMPolicy, RolloutConfig, ScriptedPolicy, rollout
+from gamerl.core.rollout import LMPolicy, RolloutConfig, ScriptedPolicy, rollout, summarize
 from gamerl.games import Task, get_task, register_task
 from gamerl.games.base import after_marker, seed_eval, seed_instances, seed_start
 from gamerl.models import build_tiny, load_policy
+from gamerl.tracking.samples import episode_table
 
 TURNS = 2
 
@@ -84,8 +87,19 @@ def test_a_scripted_player_wins_the_new_game(registered, tiny):
     episodes = rollout(ScriptedPolicy(tok, say), tok, [1, 2, 3], SayTheNumberEnv, rcfg())
     assert all(len(ep.turns) == TURNS and ep.success for ep in episodes)
     assert sum(ep.total_reward for ep in episodes) == 3 * TURNS
-    metrics = episode_metrics(episodes, SimpleNamespace(task="say_the_number"))
+    cfg = SimpleNamespace(task="say_the_number")
+    metrics = episode_metrics(episodes, cfg)
     assert metrics["right_rate"] == 1.0 and metrics["success_rate"] == 1.0
+    assert summarize(episodes, cfg)["right_rate"] == 1.0
+
+    record = episodes[0].record(registered)
+    assert set(record) == {"seed", "reward", "success", "turns", "context_exhausted", "tokens",
+                           "policy_tokens", "actions", "turn_rewards"}
+    assert record["actions"] == [t.action for t in episodes[0].turns]
+    table = episode_table(episodes, "say_the_number").splitlines()
+    assert table[0] == "| instance | actions | result |" and len(table) == 2 + 3
+    assert table[2].startswith(f"| 1 | `{episodes[0].turns[0].action}` → ")
+    assert table[2].endswith("| won |")
 
 
 def test_the_tiny_model_plays_the_new_game(registered, tiny):

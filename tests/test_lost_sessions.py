@@ -21,6 +21,7 @@ from gamerl.core.evaluate import evaluate_scripted, http_env_factory, local_env_
 from gamerl.models import load_tokenizer
 from gamerl.core.epoch import epoch_seeds
 from gamerl.core.trainer import Trainer
+from gamerl.games import get_task
 from tasks.common.client import find_free_port, stop_server
 from tasks.password_game.client import PasswordGameEnv, start_server
 
@@ -85,10 +86,11 @@ def test_a_lost_session_is_replayed_and_the_episode_is_unchanged(tiny_dir, serve
                                                http_env_factory(cfg, server),
                                                return_episodes=True)
     assert lost == {3: 1, 5: 2}  # the sessions really were lost mid-episode
-    replays = [ep.record().pop("session_replays", 0) for ep in remote_eps]
+    task = get_task(cfg.task)
+    replays = [ep.record(task).pop("session_replays", 0) for ep in remote_eps]
     assert replays == [1, 0, 2, 0]
-    assert [ep.record() for ep in remote_eps] == [
-        {**ep.record(), "lost": False, "session_replays": n} if n else ep.record()
+    assert [ep.record(task) for ep in remote_eps] == [
+        {**ep.record(task), "lost": False, "session_replays": n} if n else ep.record(task)
         for ep, n in zip(local_eps, replays)]
     assert remote["reward"] == local["reward"] and remote["episodes"] == 4
     assert remote["lost_episodes"] == 0 and remote["replayed_episodes"] == 2

@@ -74,9 +74,9 @@ def test_answer_without_password_is_a_valid_bad_move(tiny):
     policy = ScriptedPolicy(tok, lambda ep: next(answers))
     eps = rollout(policy, tok, [5], env_factory(max_steps=4), rcfg(max_turns=4))
     (ep,) = eps
-    assert [t.password for t in ep.turns] == ["", "", "", "Hello1!"]
-    assert [t.rules_satisfied for t in ep.turns][:3] == [0, 0, 0]  # empty breaks rule 1
-    assert ep.turns[3].rules_satisfied >= 4
+    assert [t.action for t in ep.turns] == ["", "", "", "Hello1!"]
+    assert [t.stats["rules_satisfied"] for t in ep.turns][:3] == [0, 0, 0]  # empty breaks rule 1
+    assert ep.turns[3].stats["rules_satisfied"] >= 4
     assert all(t.n_tokens >= 1 for t in ep.turns)  # every turn still holds its <|im_end|>
 
 
@@ -331,4 +331,4 @@ def test_http_env_gives_the_same_episodes_as_in_process(tiny):
     local = rollout(policy, tok, [3, 4], local_env_factory(cfg), rcfg())
     for a, b in zip(over_http, local):
         assert a.token_ids == b.token_ids and a.rewards == b.rewards
-        assert a.success and [t.rules_satisfied for t in a.turns] == [1, 4, 6]
+        assert a.success and [t.stats["rules_satisfied"] for t in a.turns] == [1, 4, 6]

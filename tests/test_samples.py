@@ -1,4 +1,6 @@
-"""gamerl.tracking.samples.episode_table: the validation log's table of different sample episodes.
+"""gamerl.tracking.samples.episode_table: the validation log's table of different sample episodes,
+in each game's columns (``Task.sample_table``); and the games' own fields of an episode's record
+(``Task.record_fields``).
 
 Episodes are played against the real games through each task's own start / extract /
 turn_stats (the rollout's game side, without a model: no tokenizer or torch work), so the table
@@ -11,6 +13,9 @@ import pytest
 
 from gamerl.config import get_config
 from gamerl.games import get_task
+from gamerl.games.base import code_span
+from gamerl.games.openspiel import outcome
+from gamerl.games.password_game import num_revealed, rules_satisfied
 from gamerl.games.wordle import wordle_heldout_answers
 from gamerl.core.rollout import Episode, Turn
 from gamerl.tracking.samples import episode_table, pick_episodes
@@ -177,18 +182,27 @@ def test_password_game_table():
         ep = by_seed[seed]
         assert len(passwords.split(" → ")) == len(ep.turns)
         held, revealed = rules.split(",")[0].split(" ")[0].split("/")
-        assert (int(held), int(revealed)) == (ep.rules_satisfied, ep.num_revealed)
+        assert (int(held), int(revealed)) == (rules_satisfied(ep), num_revealed(ep))
         if int(held) < int(revealed):
             assert "breaks" in rules
     assert "`**bold** \\| pipe`" in table  # markup kept verbatim, the pipe escaped
 
 
 def test_code_spans_survive_backticks():
-    from gamerl.tracking.samples import _code
+    assert code_span("a`b") == "``a`b``"
+    assert code_span("`x`") == "`` `x` ``"
+    assert code_span("") == "∅"
 
-    assert _code("a`b") == "``a`b``"
-    assert _code("`x`") == "`` `x` ``"
-    assert _code("") == "∅"
+
+def test_password_game_record_has_its_own_fields():
+    cfg = get_config("tiny")
+    [ep] = play("password_game", [7], lambda ep: ["hello", "Hello1!", "Hello997!"][len(ep.turns)],
+                cfg)
+    record = ep.record(get_task("password_game"))
+    assert record["actions"] == record["passwords"] == ["hello", "Hello1!", "Hello997!"]
+    assert (record["rules_satisfied"], record["num_revealed"]) == (rules_satisfied(ep),
+                                                                  num_revealed(ep))
+    assert "outcome" not in record
 
 
 # ----------------------------------------------------------------------------- OpenSpiel
@@ -211,8 +225,11 @@ def test_openspiel_table():
     assert table.splitlines()[0] == "| game | seat | moves | outcome |"
     body = rows(table)
     assert len(body) == 6
-    outcomes = {ep.outcome or "unfinished" for ep in eps}
+    outcomes = {outcome(ep) or "unfinished" for ep in eps}
     assert {r[3] for r in body} == outcomes or len(outcomes) > 6
-    for game, seat, moves, outcome in body:
+    for game, seat, moves, result in body:
         assert game == "tic_tac_toe" and seat in ("0", "1")
         assert "you: " in moves or "illegal tries" in moves
+    records = [ep.record(get_task("openspiel")) for ep in eps]
+    assert [r.get("outcome") for r in records] == [outcome(ep) for ep in eps]
+    assert not any("rules_satisfied" in r for r in records)

@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 
 from tasks.common.client import TooManySessionsError
 
-from ..games.base import instance_seed
+from ..games.base import Task, instance_seed
 from ..games.registry import get_task
 from ..models import ENDOFTEXT, IM_END, chat_prompt
 from .scoring import Sampling, SampledLogprobs, sampling_processors
@@ -113,18 +113,6 @@ class Turn:
     last_token: int  # index in token_ids of this answer's last token (where the reward sits)
     stats: dict[str, Any] = field(default_factory=dict)  # Task.turn_stats(info)
 
-    @property
-    def password(self) -> str:
-        return self.action
-
-    @property
-    def rules_satisfied(self) -> int:  # the Password Game's stats
-        return int(self.stats.get("rules_satisfied", 0))
-
-    @property
-    def num_revealed(self) -> int:
-        return int(self.stats.get("num_revealed", 1))
-
 
 @dataclass
 class Episode:
@@ -147,28 +135,13 @@ class Episode:
     replays: int = 0
 
     @property
-    def outcome(self) -> Optional[str]:
-        """OpenSpiel: "win" / "draw" / "loss" once the game ended, else None."""
-        return self.turns[-1].stats.get("outcome") if self.turns else None
-
-    @property
     def total_reward(self) -> float:
         return float(sum(t.reward for t in self.turns))
 
-    @property
-    def rules_satisfied(self) -> int:
-        return self.turns[-1].rules_satisfied if self.turns else 0
-
-    @property
-    def num_revealed(self) -> int:
-        return self.turns[-1].num_revealed if self.turns else 1
-
-    def rule_verdicts(self) -> dict[int, bool]:
-        """Final verdict per revealed rule id (rules never revealed are absent)."""
-        return {r["id"]: bool(r["satisfied"]) for r in self.final_info.get("rules", [])}
-
-    def record(self) -> dict[str, Any]:
-        """A JSON-able summary (for episodes.jsonl and wandb)."""
+    def record(self, task: Task) -> dict[str, Any]:
+        """A JSON-able summary (for episodes.jsonl and wandb): the generic fields, then the
+        game's own (``task.record_fields``: the Password Game's rules satisfied, OpenSpiel's
+        outcome). ``task`` is the run's: an episode does not know which game it played."""
         out = {"seed": self.seed, "reward": self.total_reward, "success": self.success,
                "turns": len(self.turns), "context_exhausted": self.context_exhausted,
                "tokens": len(self.token_ids), "policy_tokens": int(sum(self.policy_mask)),
@@ -176,11 +149,8 @@ class Episode:
                "turn_rewards": [t.reward for t in self.turns]}
         if isinstance(self.instance, dict):
             out["instance"] = self.instance
-        if self.turns and "rules_satisfied" in self.turns[-1].stats:  # the Password Game
-            out.update(rules_satisfied=self.rules_satisfied, num_revealed=self.num_revealed,
-                       passwords=out["actions"])
-        if self.outcome is not None:
-            out["outcome"] = self.outcome
+        if task.record_fields is not None:
+            out.update(task.record_fields(self))
         if self.lost or self.replays:
             out.update(lost=self.lost, session_replays=self.replays)
         return out
@@ -511,9 +481,10 @@ def episodes_to_batch(episodes: Sequence[Episode], pad_id: int) -> TokenBatch:
     return out
 
 
-def summarize(episodes: Sequence[Episode], cfg=None) -> dict[str, Any]:
-    """Mean episode return, success rate, turns, policy tokens; with a TrainConfig ``cfg`` also
-    the task's own numbers (``Task.metrics``: rules satisfied, win rate, ...), scalars only."""
+def summarize(episodes: Sequence[Episode], cfg) -> dict[str, Any]:
+    """Mean episode return, success rate, turns, policy tokens, and the task's own numbers
+    (``Task.metrics`` of the TrainConfig ``cfg``'s task: rules satisfied, win rate, ...),
+    scalars only."""
     everything, episodes = episodes, [ep for ep in episodes if not ep.lost]
     n = max(len(episodes), 1)
     out: dict[str, Any] = {"reward": sum(ep.total_reward for ep in episodes) / n,
@@ -523,10 +494,6 @@ def summarize(episodes: Sequence[Episode], cfg=None) -> dict[str, Any]:
                            "episodes": len(episodes),
                            "lost_episodes": len(everything) - len(episodes),
                            "replayed_episodes": sum(ep.replays > 0 for ep in everything)}
-    if cfg is None:  # the Password Game's headline number, as before tasks existed
-        if episodes and "rules_satisfied" in (episodes[0].turns[-1].stats if episodes[0].turns else {}):
-            out["rules_satisfied"] = sum(ep.rules_satisfied for ep in episodes) / n
-        return out
     extra = get_task(cfg.task).metrics(episodes, cfg)
     out.update({k: v for k, v in extra.items() if isinstance(v, (int, float))})
     return out

@@ -302,7 +302,7 @@ class Trainer:
                    "perf/rollout_seconds": batch.rollout_seconds,
                    "perf/rollout_tokens_per_s": policy_tokens / max(batch.rollout_seconds, 1e-9),
                    "perf/score_seconds": batch.score_seconds, **extra}
-        self.tracker.log_episodes([ep.record() for ep in episodes], epoch)
+        self.tracker.log_episodes([ep.record(self.task) for ep in episodes], epoch)
         return metrics
 
     def after_epoch(self, episodes: list[Episode]) -> dict[str, Any]:
