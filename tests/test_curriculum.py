@@ -1,12 +1,18 @@
 """gamerl.core.curriculum: advancing exactly at the thresholds, only on a full window, a fresh
-window per stage, "mastered" on the last stage, config parsing and the resume round trip."""
+window per stage, "mastered" on the last stage, config parsing and the resume round trip; the
+stages' names checked against the game's (``Task.curriculum``: OpenSpiel's here), and a game
+without a curriculum refused."""
 
 import json
 import logging
 
 import pytest
 
-from gamerl.core.curriculum import Curriculum, Stage, default_stages, supported_games
+from gamerl.core.curriculum import Curriculum, Stage, default_stages
+from gamerl.games import get_task
+from gamerl.games.openspiel import OPENSPIEL_CURRICULUM, supported_games
+
+CHOICES = OPENSPIEL_CURRICULUM
 
 
 def _stream(successes: int, failures: int) -> list[bool]:
@@ -14,7 +20,8 @@ def _stream(successes: int, failures: int) -> list[bool]:
 
 
 def test_default_stages():
-    easy, medium, hard = default_stages()
+    assert get_task("openspiel").curriculum is CHOICES
+    easy, medium, hard = default_stages(CHOICES)
     assert (easy.games, easy.opponent, easy.threshold) == (("tic_tac_toe", "kuhn_poker"), "random", 0.60)
     assert set(medium.games) >= {"connect_four", "leduc_poker", "liars_dice"}
     assert set(medium.games) & {"hex", "othello", "breakthrough"}
@@ -46,13 +53,13 @@ def test_no_advance_before_window_full():
 
 def test_threshold_boundary_with_default_window():
     # 0.60 of 64 is 38.4: 38 successes (0.594) stay, 39 (0.609) advance.
-    cur = Curriculum.default(window=64)
+    cur = Curriculum.default(choices=CHOICES, window=64)
     assert cur.update(_stream(38, 26)) is None and cur.stage.name == "easy"
-    cur = Curriculum.default(window=64)
+    cur = Curriculum.default(choices=CHOICES, window=64)
     assert cur.update(_stream(39, 25)) is not None and cur.stage.name == "medium"
     # medium at 0.50: exactly 32 of 64 advances to hard.
     assert cur.update(_stream(31, 33)) is None and cur.stage.name == "medium"
-    cur2 = Curriculum.default(window=64)
+    cur2 = Curriculum.default(choices=CHOICES, window=64)
     cur2.update(_stream(39, 25))
     assert cur2.update(_stream(32, 32)) is not None and cur2.stage.name == "hard"
     assert cur2.stage.opponent == "mcts"
@@ -84,7 +91,7 @@ def test_change_point_does_not_depend_on_batching():
     stream = [bool((i * 7) % 5 < 3) for i in range(200)]  # 60% successes, interleaved
     change_points = set()
     for chunk in (1, 5, 16, 200):
-        cur = Curriculum.default(window=16)
+        cur = Curriculum.default(choices=CHOICES, window=16)
         for i in range(0, len(stream), chunk):
             if cur.update(stream[i:i + chunk]):
                 break
@@ -93,11 +100,11 @@ def test_change_point_does_not_depend_on_batching():
 
 
 def test_state_round_trip():
-    cur = Curriculum.default(window=8)
+    cur = Curriculum.default(choices=CHOICES, window=8)
     cur.update(_stream(8, 0))  # -> medium
     cur.update([True, False, True])
     state = json.loads(json.dumps(cur.state_dict()))  # JSON-able
-    again = Curriculum.from_dict(json.loads(json.dumps(cur.to_dict())))
+    again = Curriculum.from_dict(json.loads(json.dumps(cur.to_dict())), choices=CHOICES)
     again.load_state_dict(state)
     assert again.stage == cur.stage and list(again.recent) == list(cur.recent)
     assert again.state_dict() == cur.state_dict()
@@ -111,18 +118,27 @@ def test_state_round_trip():
 
 
 def test_from_dict_and_validation():
-    assert [s.name for s in Curriculum.from_dict("default").stages] == ["easy", "medium", "hard"]
+    assert [s.name for s in Curriculum.from_dict("default", choices=CHOICES).stages] == [
+        "easy", "medium", "hard"]
     cur = Curriculum.from_dict([{"name": "s1", "games": ["tic_tac_toe"], "opponent": "random",
-                                 "threshold": 0.7}], window=10)
+                                 "threshold": 0.7}], window=10, choices=CHOICES)
     assert cur.window == 10 and cur.stage.games == ("tic_tac_toe",)
-    assert Curriculum.from_dict({"stages": "default", "window": 5}).window == 5
+    assert Curriculum.from_dict({"stages": "default", "window": 5}, choices=CHOICES).window == 5
     with pytest.raises(ValueError, match="supported games"):
-        Stage("bad", ["chess960"])
+        Curriculum.from_dict([{"name": "bad", "games": ["chess960"]}], choices=CHOICES)
     with pytest.raises(ValueError, match="opponent"):
-        Stage("bad", ["hex"], opponent="alphazero")
+        Curriculum([Stage("bad", ["hex"], opponent="alphazero")], choices=CHOICES)
     with pytest.raises(ValueError, match="threshold"):
         Stage("bad", ["hex"], threshold=1.5)
     with pytest.raises(ValueError, match="unique"):
         Curriculum([Stage("a", ["hex"]), Stage("a", ["hex"])])
     with pytest.raises(ValueError, match="unknown curriculum stage keys"):
-        Curriculum.from_dict([{"name": "a", "games": ["hex"], "bot": "mcts"}])
+        Curriculum.from_dict([{"name": "a", "games": ["hex"], "bot": "mcts"}], choices=CHOICES)
+
+
+def test_a_game_without_a_curriculum_has_none():
+    """The Password Game names no curriculum choices: asking for a curriculum is an error, not
+    OpenSpiel's stages."""
+    assert get_task("password_game").curriculum is None
+    with pytest.raises(ValueError, match="no curriculum"):
+        Curriculum.from_dict("default", choices=get_task("password_game").curriculum)

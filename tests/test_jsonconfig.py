@@ -16,7 +16,7 @@ import pytest
 
 from gamerl.config import TrainConfig, get_config
 from gamerl.config.configure import WizardCancelled, configure_main, default_config, run_wizard
-from gamerl.core.curriculum import default_stages
+from gamerl.games.openspiel import default_curriculum_stages
 from gamerl.games.openspiel import OPENSPIEL_ENV_KEYS
 from gamerl.config.jsonconfig import (NOT_IN_TRAIN_FILE, SECTIONS, TOP_LEVEL, config_to_json, dumps,
                                load_run_config, write_run_config)
@@ -47,7 +47,7 @@ def test_committed_files_load():
     assert cfg.curriculum == "default" and cfg.curriculum_window == 64
     assert (cfg.replay_fraction, cfg.replay_capacity) == (0.3, 1000)
     assert cfg.max_new_tokens == 8
-    assert cfg.task_config["games"] == list(default_stages()[0].games)
+    assert cfg.task_config["games"] == default_curriculum_stages()[0]["games"]
     assert set(cfg.task_config) <= set(OPENSPIEL_ENV_KEYS)
     assert cfg == default_config()
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
 from .train_config import TrainConfig, get_config
-from ..games.openspiel import OPENSPIEL_DEFAULTS
+from ..games.openspiel import OPENSPIEL_DEFAULTS, default_curriculum_stages
 from ..games.registry import TASKS
 from .jsonconfig import ENV_FILE, TRAIN_FILE, config_to_json, dumps, write_run_config
 
@@ -61,9 +61,7 @@ def _openspiel_env(games: Sequence[str], opponent: str = "random",
 
 
 def _easy_games() -> list[str]:
-    from ..core.curriculum import default_stages
-
-    return list(default_stages()[0].games)
+    return list(default_curriculum_stages()[0]["games"])
 
 
 def _wordle_env(max_guesses: int = 6, hard_mode: bool = False) -> dict:

@@ -167,7 +167,7 @@ def _openspiel_values(settings: dict, where: str) -> dict[str, Any]:
 def _check_openspiel(s: dict, where: str) -> None:
     from tasks.openspiel.games import GAMES
 
-    from ..core.curriculum import OPPONENTS
+    from ..games.openspiel import OPPONENTS
 
     def bad(key: str, expected: str) -> ValueError:
         return ValueError(f"{where}: {key}: expected {expected}, got {json.dumps(s[key])}")

@@ -230,9 +230,10 @@ def _curriculum_value(sec: dict, path: Path, base: TrainConfig) -> dict[str, Any
                              "hard stages) or a list of {\"name\", \"games\", \"opponent\", "
                              f"\"threshold\"}} objects, got {json.dumps(stages)}")
         from ..core.curriculum import Curriculum
+        from ..games.openspiel import OPENSPIEL_CURRICULUM
 
-        try:
-            Curriculum.from_dict(stages)
+        try:  # the curriculum section is OpenSpiel's (TrainConfig allows no other task one)
+            Curriculum.from_dict(stages, choices=OPENSPIEL_CURRICULUM)
         except (ValueError, TypeError) as e:
             raise ValueError(f"{where}.stages: {e}") from None
     return {"curriculum": (stages if stages is not None else "default") if enabled else None}

@@ -1,12 +1,14 @@
-"""A curriculum over OpenSpiel games: easy -> medium -> hard, advancing on success rate.
+"""A curriculum over a game's variants: stages of games and an opponent, advancing on success
+rate (OpenSpiel's default: easy -> medium -> hard).
 
 Why: a small model facing an MCTS bot on Othello from the first epoch wins nothing, so PPO sees
 only failures and learns nothing. Starting on games a random opponent makes winnable gives the
 policy a reward signal; harder games and the MCTS bot come once it is earned.
 
-    cur = Curriculum.default()                  # easy (60%) -> medium (50%) -> hard (40%)
+    choices = get_task(cfg.task).curriculum     # what stages may name (Task.curriculum)
+    cur = Curriculum.default(choices=choices)   # OpenSpiel: easy -> medium -> hard
     games, opponent = cur.stage.games, cur.stage.opponent      # what to play this epoch
-    note = cur.update([ep.won for ep in episodes])             # the epoch's results, in order
+    note = cur.update([ep.success for ep in episodes])         # the epoch's results, in order
     if note: print(note)                                       # "curriculum: easy -> medium ..."
 
 Rule: stage i advances when the success rate over the ``window`` most recent episodes *played
@@ -15,8 +17,9 @@ not count), and it starts empty again at every stage change. The last stage's th
 curriculum "mastered" (logged once, ``cur.mastered``) but there is nothing to advance to.
 What counts as a success (a win; a win or a draw; a score above some bar) is the caller's choice.
 
-Stage game names are the keys of the OpenSpiel registry (tasks.openspiel.games.GAMES, the same
-list as tasks.openspiel.game.supported_games(), read without importing pyspiel).
+Which games and opponents a stage may name, and the default stages, are the game's
+(``Task.curriculum``, a ``gamerl.games.base.CurriculumChoices``; OpenSpiel's is in
+``gamerl.games.openspiel``): nothing here knows a game.
 """
 
 from __future__ import annotations
@@ -26,22 +29,17 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence
 
+from ..games.base import CurriculumChoices
+
 log = logging.getLogger("gamerl")
 
-OPPONENTS = ("random", "mcts")
 DEFAULT_WINDOW = 64
-
-
-def supported_games() -> list[str]:
-    """The OpenSpiel games a stage may name (no pyspiel import needed)."""
-    from tasks.openspiel.games import GAMES
-
-    return list(GAMES)
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One curriculum stage: which games, against which bot, and the success rate that ends it."""
+    """One curriculum stage: which games, against which bot, and the success rate that ends it.
+    Whether the game knows those games and that bot is ``check``'s question (a game's names)."""
 
     name: str
     games: tuple[str, ...]
@@ -54,17 +52,20 @@ class Stage:
             raise ValueError("a curriculum stage needs a name")
         if not self.games:
             raise ValueError(f"curriculum stage {self.name!r} has no games")
-        known = supported_games()
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"curriculum stage {self.name!r}: threshold {self.threshold} is not "
+                             "in (0, 1]")
+
+    def check(self, choices: CurriculumChoices) -> None:
+        """Raise ``ValueError`` unless the game knows this stage's games and opponent."""
+        known = list(choices.games())
         unknown = [g for g in self.games if g not in known]
         if unknown:
             raise ValueError(f"curriculum stage {self.name!r}: unknown games {unknown}; "
                              f"supported games: {', '.join(known)}")
-        if self.opponent not in OPPONENTS:
+        if self.opponent not in choices.opponents:
             raise ValueError(f"curriculum stage {self.name!r}: opponent {self.opponent!r} is not "
-                             f"one of {OPPONENTS}")
-        if not 0.0 < self.threshold <= 1.0:
-            raise ValueError(f"curriculum stage {self.name!r}: threshold {self.threshold} is not "
-                             "in (0, 1]")
+                             f"one of {tuple(choices.opponents)}")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Stage":
@@ -78,23 +79,26 @@ class Stage:
                 "threshold": self.threshold}
 
 
-def default_stages() -> list[Stage]:
-    """easy: the two simple games against a random bot; medium: four harder games (the three
-    chance/poker-style ones and hex 5x5, the shortest board game) against a random bot; hard:
-    every game against MCTS. Thresholds fall as the opposition gets stronger."""
-    return [
-        Stage("easy", ("tic_tac_toe", "kuhn_poker"), "random", 0.60),
-        Stage("medium", ("connect_four", "leduc_poker", "liars_dice", "hex"), "random", 0.50),
-        Stage("hard", tuple(supported_games()), "mcts", 0.40),
-    ]
+def default_stages(choices: Optional[CurriculumChoices]) -> list[Stage]:
+    """The game's default stages (``choices.default_stages``; OpenSpiel's are easy -> medium ->
+    hard, ``gamerl.games.openspiel.default_curriculum_stages``)."""
+    if choices is None:
+        raise ValueError("this game has no curriculum (its Task.curriculum is None)")
+    return [Stage.from_dict(d) for d in choices.default_stages()]
 
 
 class Curriculum:
-    """Stages in order, the current one, and a window of its most recent episode results."""
+    """Stages in order, the current one, and a window of its most recent episode results.
+    With ``choices`` (the game's ``Task.curriculum``) every stage is checked against the game's
+    names; ``default`` and ``from_dict``, which build a run's curriculum, always check."""
 
-    def __init__(self, stages: Sequence[Stage], window: int = DEFAULT_WINDOW):
+    def __init__(self, stages: Sequence[Stage], window: int = DEFAULT_WINDOW,
+                 choices: Optional[CurriculumChoices] = None):
         if not stages:
             raise ValueError("a curriculum needs at least one stage")
+        if choices is not None:
+            for stage in stages:
+                stage.check(choices)
         names = [s.name for s in stages]
         if len(set(names)) != len(names):
             raise ValueError(f"curriculum stage names must be unique, got {names}")
@@ -111,23 +115,30 @@ class Curriculum:
     # ------------------------------------------------------------------ construction
 
     @classmethod
-    def default(cls, window: int = DEFAULT_WINDOW) -> "Curriculum":
-        return cls(default_stages(), window)
+    def default(cls, window: int = DEFAULT_WINDOW, *,
+                choices: Optional[CurriculumChoices]) -> "Curriculum":
+        return cls(default_stages(choices), window, choices)
 
     @classmethod
-    def from_dict(cls, spec: Any, window: int = DEFAULT_WINDOW) -> "Curriculum":
+    def from_dict(cls, spec: Any, window: int = DEFAULT_WINDOW, *,
+                  choices: Optional[CurriculumChoices]) -> "Curriculum":
         """From a config value: ``"default"``, a list of stage dicts ``{"name", "games",
         "opponent", "threshold"}``, or ``{"stages": "default" | [...], "window": n}``
-        (what ``to_dict`` writes)."""
+        (what ``to_dict`` writes). ``choices``: the run's game's (``Task.curriculum``); a game
+        without one (None) has no curriculum, and asking for one is a ``ValueError``."""
+        if choices is None:
+            raise ValueError("this game has no curriculum (its Task.curriculum is None)")
         if isinstance(spec, dict):
             extra = set(spec) - {"stages", "window"}
             if extra:
                 raise ValueError(f"unknown curriculum keys {sorted(extra)}")
-            return cls.from_dict(spec.get("stages", "default"), spec.get("window", window))
+            return cls.from_dict(spec.get("stages", "default"), spec.get("window", window),
+                                 choices=choices)
         if spec == "default":
-            return cls.default(window)
+            return cls.default(window, choices=choices)
         if isinstance(spec, (list, tuple)):
-            return cls([s if isinstance(s, Stage) else Stage.from_dict(s) for s in spec], window)
+            return cls([s if isinstance(s, Stage) else Stage.from_dict(s) for s in spec], window,
+                       choices)
         raise ValueError(f"curriculum must be 'default', a list of stages or a dict, got {spec!r}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -219,5 +230,4 @@ class Curriculum:
         self.history = [dict(h) for h in state.get("history", [])]
 
 
-__all__ = ["DEFAULT_WINDOW", "OPPONENTS", "Curriculum", "Stage", "default_stages",
-           "supported_games"]
+__all__ = ["DEFAULT_WINDOW", "Curriculum", "Stage", "default_stages"]

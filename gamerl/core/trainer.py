@@ -150,7 +150,8 @@ class Trainer:
             self.policy.split = SplitTrunk.of(self.policy.lm, cfg.trainable_layers)
         self.optimizer = make_optimizer(self.policy, cfg)
         # What to play: the curriculum's stage (OpenSpiel) and replayed failures.
-        self.curriculum = (Curriculum.from_dict(cfg.curriculum, cfg.curriculum_window)
+        self.curriculum = (Curriculum.from_dict(cfg.curriculum, cfg.curriculum_window,
+                                                choices=self.task.curriculum)
                            if cfg.curriculum else None)
         self.replay = FailureReplay(cfg.replay_capacity) if cfg.replay_fraction > 0 else None
 
