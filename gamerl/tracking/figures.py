@@ -29,8 +29,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..games.password_game import password_rule_labels
-from ..games.registry import describe_metric
+from ..games.registry import describe_metric, metric_entry_labels
 
 FIGURE_METADATA_KEY = "gamerl:figure"
 TRAINING_COLOR, HELDOUT_COLOR, BEST_COLOR = "tab:blue", "tab:orange", "tab:red"
@@ -230,7 +229,7 @@ def _rule_pass_rates(plt, data: RunData):
         ("held-out, after PPO", data.final, HELDOUT_COLOR))
         if row is not None and isinstance(row.get("per_rule_pass_rate"), list)]
     n = max(len(rates) for _, rates, _ in bars)
-    labels = password_rule_labels(n)
+    labels = metric_entry_labels("per_rule_pass_rate", n)
     fig, ax = plt.subplots(figsize=(max(7.0, 0.55 * n + 4.5), 4.4), layout="constrained")
     fig.suptitle("Per-rule pass rate on the held-out games, before vs after PPO\n"
                  "fraction of games whose last password satisfies the rule (a rule never "
