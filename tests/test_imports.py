@@ -1,7 +1,8 @@
 """No import circle in ``tasks/`` or ``gamerl/`` (module level or inside functions): the Password
 Game's ``instance`` -> ``solver`` -> ``rules`` -> ``instance`` circle and gamerl's
 ``games`` -> ``rollout``/``warmstart`` -> ``evaluate`` -> ``games`` circle are gone for good.
-And the trainer reaches the games only through the registry (``gamerl.games.get_task``)."""
+And the trainer, and everything in ``gamerl/core/`` and ``gamerl/tracking/``, reaches the games
+only through the registry (``gamerl.games.get_task``)."""
 
 import ast
 from pathlib import Path
@@ -90,6 +91,51 @@ def test_games_import_nothing_of_the_trainer():
     for module in ("gamerl.games.base", "gamerl.games.registry", "gamerl.games.password_game",
                    "gamerl.games.wordle", "gamerl.games.openspiel"):
         assert not any(d.startswith("gamerl.core") for d in graph[module]), module
+
+
+GAME_INDEPENDENT_PACKAGES = ("gamerl.core", "gamerl.tracking")
+# What of gamerl.games the game-independent code may import: the Task dataclass and its
+# helpers, and the registry that hands out a run's Task.
+GAMES_SHARED = {"gamerl.games", "gamerl.games.base", "gamerl.games.registry"}
+
+
+def test_core_and_tracking_import_no_game():
+    """No module under ``gamerl/core/`` or ``gamerl/tracking/`` imports a game: neither a game's
+    module in ``gamerl.games`` (``password_game``, ``wordle``, ``openspiel``, ``openspiel_eval``,
+    and any game added later: everything but ``base`` and ``registry``) nor a game package of
+    ``tasks/`` (``tasks.password_game``, ``tasks.wordle``, ``tasks.openspiel``, ...), at module
+    level or inside functions. They reach a game through ``get_task(cfg.task)`` and its ``Task``.
+
+    ``tasks.common`` is allowed: it is no game but what every game's HTTP server and client
+    share, and the rollout and lost-session replay catch its errors (a lost session, too many
+    sessions) whatever the game."""
+    graph = _module_graph(REPO / "gamerl")
+    checked = sorted(m for m in graph if m.startswith(GAME_INDEPENDENT_PACKAGES))
+    assert {"gamerl.core.curriculum", "gamerl.core.rollout", "gamerl.tracking.samples",
+            "gamerl.tracking.figures"} <= set(checked)
+    assert "tasks.common.client" in _all_imports("gamerl.core.rollout")  # the check sees it
+    for module in checked:
+        games = {d for d in graph[module] if d.startswith("gamerl.games") and d not in GAMES_SHARED}
+        assert not games, (module, games)
+        game_packages = {d for d in _all_imports(module)
+                         if d.split(".")[0] == "tasks" and d.split(".")[:2] != ["tasks", "common"]}
+        assert not game_packages, (module, game_packages)
+
+
+def _all_imports(module: str) -> set[str]:
+    """Every absolute name ``module`` imports (``from a.b import c`` gives ``a.b`` and ``a.b.c``:
+    ``c`` may be a module), at module level or inside functions."""
+    path = REPO.joinpath(*module.split(".")).with_suffix(".py")
+    if not path.exists():
+        path = REPO.joinpath(*module.split("."), "__init__.py")
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
 
 
 def _raw_imports(module: str) -> set[str]:
