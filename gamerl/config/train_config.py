@@ -422,6 +422,13 @@ TASK_PRESETS: dict[tuple[str, str], dict[str, Any]] = {
                                 reward_scale=1.0, warmstart_steps=100, epochs=10,
                                 task_config={"games": ["tic_tac_toe"], "opponent": "random",
                                              "reward": {"illegal_move_penalty": 0.5}}),
+    # Wordle, SmolLM2: zero-shot every answer is chatter or emoji (32 held-out games, 100%
+    # invalid guesses: docs/benchmarks.md), so every turn earns the same -0.1 and PPO has no
+    # signal. A short warm start on random answer words (24 steps of 8 demonstration games, top
+    # 4 layers) teaches the format; PPO then has valid guesses to rank.
+    ("wordle", "smollm2-135m"): dict(max_new_tokens=16, reward_scale=1.0, warmstart=True,
+                                     warmstart_examples=256, warmstart_steps=24,
+                                     warmstart_batch_size=8, warmstart_lr=3e-4, epochs=8),
     ("openspiel", "qwen3-0.6b"): dict(max_new_tokens=8, max_steps=64, lora=True, reward_scale=1.0),
 }
 
