@@ -219,7 +219,7 @@ class LMPolicy:
         self.stop_ids = stop_token_ids(lm, tokenizer)
         self.generate_calls = 0
         self.turn_cache: Optional[TurnCache] = None  # the last call's, for the next turn
-        self.prefilled_tokens = 0  # tokens run through the model before sampling (all calls)
+        self.prefilled_tokens = 0  # prefill width (columns a row runs before sampling), all calls
 
     @torch.no_grad()
     def __call__(self, contexts: list[list[int]], episodes: list[Episode]) -> list[Answer]:
