@@ -425,7 +425,9 @@ TASK_PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     # Wordle, SmolLM2: zero-shot every answer is chatter or emoji (32 held-out games, 100%
     # invalid guesses: docs/benchmarks.md), so every turn earns the same -0.1 and PPO has no
     # signal. A short warm start on random answer words (24 steps of 8 demonstration games, top
-    # 4 layers) teaches the format; PPO then has valid guesses to rank.
+    # 4 layers) teaches the format; PPO then has valid guesses to rank. Measured (64 held-out
+    # games, 49 min): invalid guesses 25% -> 9.4%, best greens 0.77 -> 1.02, still below random
+    # answer words (1.23, docs/benchmarks.md).
     ("wordle", "smollm2-135m"): dict(max_new_tokens=16, reward_scale=1.0, warmstart=True,
                                      warmstart_examples=256, warmstart_steps=24,
                                      warmstart_batch_size=8, warmstart_lr=3e-4, epochs=8),
