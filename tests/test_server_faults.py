@@ -178,8 +178,9 @@ def test_health_answers_while_45_submits_hit_one_busy_mcts_session():
         assert sorted(set(codes)) == [200, 409] and len(codes) == 45
         # Orderings, not wall-clock limits, so that a loaded CI machine cannot fail them: the one
         # move (1,000 MCTS simulations, the server's ceiling: seconds of game work on a worker
-        # thread) is answered last; the 44 refusals come back while it is searched, not queued behind it, and /health (on
-        # the event loop) keeps answering during the search, each answer well within the move.
+        # thread) is answered last; the 44 refusals come back while it is searched, not queued
+        # behind it, and /health (on the event loop) keeps answering during the search, each
+        # answer well within the move.
         move_done = next(at for at, status in answered if status == 200)
         move_seconds = move_done - t0
         refusals_late = [at - t0 for at, status in answered if status == 409 and at > move_done]
