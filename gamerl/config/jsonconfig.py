@@ -27,9 +27,10 @@ section       key                         TrainConfig field
 model         model_name                  model (``tiny``, a hub id, a directory)
 model         use_4bit                    load_in_4bit (QLoRA: CUDA + bitsandbytes + LoRA)
 model         device, dtype,              device, dtype, attn_implementation,
-              attn_implementation,        gradient_checkpointing, trainable_layers
-              gradient_checkpointing,
-              trainable_layers
+              attn_implementation,        gradient_checkpointing, trainable_layers,
+              gradient_checkpointing,     share_prefix
+              trainable_layers,
+              share_prefix
 lora          enabled                     lora
 lora          r                           lora_rank
 lora          lora_alpha, lora_dropout    lora_alpha, lora_dropout
@@ -88,7 +89,7 @@ SECTIONS: dict[str, dict[str, str]] = {
     "model": {"model_name": "model", "use_4bit": "load_in_4bit", "device": "device",
               "dtype": "dtype", "attn_implementation": "attn_implementation",
               "gradient_checkpointing": "gradient_checkpointing",
-              "trainable_layers": "trainable_layers"},
+              "trainable_layers": "trainable_layers", "share_prefix": "share_prefix"},
     "lora": {"enabled": "lora", "r": "lora_rank", "lora_alpha": "lora_alpha",
              "lora_dropout": "lora_dropout", "target_modules": "lora_target_modules"},
     "ppo": {"learning_rate": "lr", "value_head_lr": "value_head_lr",

@@ -38,6 +38,11 @@ class TrainConfig:
     # update pass (and the reference's) runs only the top N: the fast path on CPU.
     # None: every layer trains.
     trainable_layers: Optional[int] = None
+    # Scoring, reference and update passes run the trunk once over a prefix that several rows of
+    # a micro-batch share (a GRPO group's prompt, the system prompt) instead of once per row:
+    # the same numbers up to float rounding (gamerl/core/prefix_share.py). SDPA/eager attention
+    # and no gradient checkpointing; elsewhere, and with trainable_layers, the plain pass runs.
+    share_prefix: bool = True
 
     # ------------------------------------------------------------------ task (the game)
     # "password_game" (the fields below), "wordle" or "openspiel" (gamerl/games/base.py).

@@ -46,12 +46,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import ppo
+from . import ppo, prefix_share
 from ..config.train_config import TrainConfig
 from ..games.registry import get_task
 from ..models.lora import adapter_disabled, is_peft
-from ..models import (PolicyWithValue, SplitTrunk, lm_head, lm_trunk, positions_from_mask,
-                              unwrap_lm)
+from ..models import PolicyWithValue, SplitTrunk, lm_head, lm_trunk, unwrap_lm
 from .scoring import Sampling, score_tokens
 from .rollout import Episode, LMPolicy, RolloutConfig, TokenBatch, episodes_to_batch, rollout
 
@@ -89,7 +88,8 @@ def forward_policy(policy: PolicyWithValue, input_ids: torch.Tensor,
                    mask: Optional[torch.Tensor] = None, support: Optional[torch.Tensor] = None,
                    derive_support: bool = False, with_entropy: bool = False,
                    entropy_grad: bool = False,
-                   trunk_input: Optional[torch.Tensor] = None) -> PolicyPass:
+                   trunk_input: Optional[torch.Tensor] = None,
+                   share_prefix: bool = True) -> PolicyPass:
     """Log-probs, values (and entropy) of every policy token, as the rollout sampled them.
 
     The trunk runs over the whole sequence; the LM head and the fp32 log-softmax only at the
@@ -101,13 +101,16 @@ def forward_policy(policy: PolicyWithValue, input_ids: torch.Tensor,
 
     With ``policy.split`` (``trainable_layers``: only the top layers train) the frozen bottom's
     output is returned as ``trunk_cache`` when it is computed here, and ``trunk_input`` (that
-    cache) skips the bottom entirely: the update passes run the top layers only."""
+    cache) skips the bottom entirely: the update passes run the top layers only.
+
+    ``share_prefix``: rows that open with the same tokens (a GRPO group's prompt, the system
+    prompt) run the whole trunk over that prefix once (``gamerl.core.prefix_share``; the same
+    numbers up to float rounding)."""
     split: Optional[SplitTrunk] = getattr(policy, "split", None)
     cache = None
     if split is None:
-        hidden = lm_trunk(policy.lm)(input_ids=input_ids, attention_mask=attention_mask,
-                                     position_ids=positions_from_mask(attention_mask),
-                                     use_cache=False).last_hidden_state
+        hidden = prefix_share.trunk_hidden(lm_trunk(policy.lm), input_ids, attention_mask,
+                                           share=share_prefix)
     else:
         if trunk_input is None:
             with torch.no_grad():  # frozen: no graph below the trained layers
@@ -127,7 +130,7 @@ def reference_logprobs(ref_lm, input_ids: torch.Tensor, attention_mask: torch.Te
                        sampling: Sampling, mask: Optional[torch.Tensor] = None,
                        support: Optional[torch.Tensor] = None,
                        trunk_input: Optional[torch.Tensor] = None,
-                       n_top: Optional[int] = None) -> torch.Tensor:
+                       n_top: Optional[int] = None, share_prefix: bool = True) -> torch.Tensor:
     """log pi_ref(token t) over the same supports as the policy's (0 off-mask).
 
     With LoRA the reference is the policy's own (peft) model with its adapters switched off:
@@ -137,11 +140,10 @@ def reference_logprobs(ref_lm, input_ids: torch.Tensor, attention_mask: torch.Te
     if is_peft(ref_lm):
         with adapter_disabled(ref_lm):
             return reference_logprobs(unwrap_lm(ref_lm), input_ids, attention_mask, sampling,
-                                      mask, support, trunk_input, n_top)
+                                      mask, support, trunk_input, n_top, share_prefix)
     if trunk_input is None:
-        hidden = lm_trunk(ref_lm)(input_ids=input_ids, attention_mask=attention_mask,
-                                  position_ids=positions_from_mask(attention_mask),
-                                  use_cache=False).last_hidden_state
+        hidden = prefix_share.trunk_hidden(lm_trunk(ref_lm), input_ids, attention_mask,
+                                           share=share_prefix)
     else:
         hidden = _split_of(ref_lm, n_top).top_states(trunk_input, attention_mask)
     hidden = hidden[:, :-1]
@@ -228,7 +230,8 @@ def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
         for s in range(0, len(episodes), cfg.score_batch_size):
             rows = slice(s, s + cfg.score_batch_size)
             ids, am, m = tb.input_ids[rows], tb.attention_mask[rows], tb.mask[rows]
-            old = forward_policy(policy, ids, am, sampling, mask=m, derive_support=True)
+            old = forward_policy(policy, ids, am, sampling, mask=m, derive_support=True,
+                                 share_prefix=cfg.share_prefix)
             old_logprobs.append(old.logprobs)
             old_values.append(old.values)
             supports.append(old.support)
@@ -236,7 +239,8 @@ def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
             ref_logprobs.append(reference_logprobs(reference, ids, am, sampling, mask=m,
                                                    support=old.support,
                                                    trunk_input=old.trunk_cache,
-                                                   n_top=cfg.trainable_layers))
+                                                   n_top=cfg.trainable_layers,
+                                                   share_prefix=cfg.share_prefix))
     policy.train(was_training)
     support = torch.cat(supports) if supports[0] is not None else None
     return PPOBatch(
@@ -371,7 +375,8 @@ def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch:
                 mb = batch.rows(rows[ms:ms + micro])
                 new = forward_policy(policy, mb["input_ids"], mb["attention_mask"], sampling,
                                      mask=mb["mask"], support=mb["support"], with_entropy=True,
-                                     entropy_grad=entropy_grad, trunk_input=mb["trunk_cache"])
+                                     entropy_grad=entropy_grad, trunk_input=mb["trunk_cache"],
+                                     share_prefix=cfg.share_prefix)
                 if not checks:  # the first micro-batch, before any optimizer step
                     checks = check_logprobs("first_ratio", new.logprobs.detach(),
                                             mb["old_logprobs"], mb["mask"], batch.dtype)
