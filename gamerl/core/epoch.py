@@ -13,6 +13,14 @@ reference gives the reference log-probs, for every token. (The log-probs recorde
 are kept as ``gen_logprobs`` and only compared: the ratio's denominator must come from the same
 computation as its numerator, so the first minibatch sees a ratio of exactly 1.)
 
+One optimizer step per batch (``ppo_epochs`` 1, one minibatch) and no critic (GRPO): the update's
+forward pass runs at the very weights that sampled, so pi_old is that pass's own log-probs,
+detached (the ratio is 1 by construction, as in TRL with ``num_iterations=1`` and verl's
+on-policy actor update). ``collect`` then scores nothing; the update derives the supports, takes
+the reference's log-probs beside its forward pass, and fills in the batch's old and reference
+log-probs and the numbers that need them (``scores_in_update``). This saves one policy forward
+pass over the batch.
+
 Alignment: every per-token tensor is ``[B, T]`` with index t = token t. ``logprobs[:, t]`` is
 log pi(x_t | x_<t) (from the logits at t-1) and ``values[:, t]`` is V of the state before x_t
 (the hidden state at t-1), so the action x_t and the value of the state it was taken in share
@@ -192,6 +200,14 @@ class PPOBatch:
     rollout_seconds: float = 0.0
     score_seconds: float = 0.0
     dtype: torch.dtype = torch.float32  # the policy's, which sets the self-check's tolerance
+    # scores_in_update: old/ref log-probs are placeholders until ppo_update fills them in, with
+    # the reference model kept here for it and the advantage statistics it completes.
+    deferred_reference: Any = None
+    deferred_stats: Optional[dict] = None
+
+    @property
+    def scores_deferred(self) -> bool:
+        return self.deferred_reference is not None
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -211,17 +227,36 @@ class PPOBatch:
         return out
 
 
+def scores_in_update(cfg: TrainConfig, episodes: int) -> bool:
+    """Whether the update can score the batch itself (module docstring): exactly one optimizer
+    step on it (one PPO epoch, one minibatch) and no value estimates needed before the update
+    (GRPO's advantages use none; GAE's and a KL in the reward need the scoring pass), and no
+    dropout in the update's train mode (LoRA dropout), which would make that pass differ from
+    the policy that sampled."""
+    return (cfg.ppo_epochs == 1 and cfg.minibatch_size >= episodes
+            and cfg.advantage_estimator != "gae" and not (cfg.lora and cfg.lora_dropout > 0))
+
+
 def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
             make_env: Callable[..., Any], cfg: TrainConfig) -> PPOBatch:
     """Play one episode per instance (seed) with the current policy, then score every token:
     old log-probs and values (deriving each token's sampling support), and the reference's
-    log-probs over the same supports."""
+    log-probs over the same supports; or, where ``scores_in_update``, leave that to the update."""
     t0 = time.time()
     rcfg = RolloutConfig.from_train_config(cfg)
     episodes = rollout(LMPolicy(policy.lm, tokenizer, rcfg), tokenizer, seeds, make_env, rcfg,
                        progress="rollout" if cfg.progress else None)
     t1 = time.time()
     tb: TokenBatch = episodes_to_batch(episodes, tokenizer.pad_token_id).to(policy.device)
+    if scores_in_update(cfg, len(episodes)):
+        zeros = torch.zeros(tb.mask.shape, dtype=torch.float32, device=policy.device)
+        return PPOBatch(
+            episodes=episodes, input_ids=tb.input_ids, attention_mask=tb.attention_mask,
+            mask=tb.mask, env_rewards=tb.rewards, gen_logprobs=tb.gen_logprobs,
+            old_logprobs=zeros.clone(), old_values=zeros.clone(), ref_logprobs=zeros.clone(),
+            group_ids=group_ids(seeds).to(policy.device), rollout_seconds=t1 - t0,
+            score_seconds=time.time() - t1, dtype=unwrap_lm(policy.lm).dtype,
+            deferred_reference=reference)
     sampling = Sampling.from_config(cfg)
     old_logprobs, old_values, ref_logprobs, supports, caches = [], [], [], [], []
     was_training = policy.training
@@ -310,9 +345,23 @@ def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
     GAE), with the KL penalty (``kl_estimator``) in the reward when ``kl_in_reward``; then the
     advantages are whitened over the batch's policy tokens. GRPO: each episode's scaled return
     against its group's, used AS IS (already normalised per group: whitening again would shift
-    a tied group's zeros, see ``ppo.compute_grpo_advantages``)."""
+    a tied group's zeros, see ``ppo.compute_grpo_advantages``).
+
+    With ``batch.scores_deferred`` the old and reference log-probs exist only after the update:
+    the returned dict's ``kl_ref``, ``kl_ref_k3`` and ``check/gen_vs_old_*`` are filled in by
+    ``ppo_update`` (the same dict), so a caller that logs after the update logs them."""
     mask = batch.mask
     m = mask.bool()
+    if batch.scores_deferred:  # GRPO only (scores_in_update): no KL in the reward, no values
+        scores = (batch.env_rewards * cfg.reward_scale).sum(-1)
+        advantages = ppo.compute_grpo_advantages(scores, batch.group_ids, mask)
+        batch.rewards = batch.env_rewards * cfg.reward_scale
+        batch.advantages, batch.returns = advantages, advantages.clone()
+        batch.deferred_stats = {"kl_ref": math.nan, "kl_ref_k3": math.nan,
+                                "advantage_mean_raw": float(ppo.masked_mean(advantages, mask)),
+                                "return_mean": float(ppo.masked_mean(advantages, mask)),
+                                "value_mean": 0.0, "explained_variance": math.nan}
+        return batch.deferred_stats
     kl = ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator)
     kl = torch.where(m, kl, torch.zeros_like(kl))
     rewards = batch.env_rewards * cfg.reward_scale
@@ -372,11 +421,15 @@ def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch:
             optimizer.zero_grad(set_to_none=True)
             finite = True
             for ms in range(0, len(rows), micro):
-                mb = batch.rows(rows[ms:ms + micro])
+                mb_rows = rows[ms:ms + micro]
+                mb = batch.rows(mb_rows)
                 new = forward_policy(policy, mb["input_ids"], mb["attention_mask"], sampling,
                                      mask=mb["mask"], support=mb["support"], with_entropy=True,
                                      entropy_grad=entropy_grad, trunk_input=mb["trunk_cache"],
-                                     share_prefix=cfg.share_prefix)
+                                     share_prefix=cfg.share_prefix,
+                                     derive_support=batch.scores_deferred)
+                if batch.scores_deferred:  # this pass is pi_old's (module docstring)
+                    _score_in_update(batch, mb_rows, mb, new, sampling, cfg)
                 if not checks:  # the first micro-batch, before any optimizer step
                     checks = check_logprobs("first_ratio", new.logprobs.detach(),
                                             mb["old_logprobs"], mb["mask"], batch.dtype)
@@ -432,7 +485,34 @@ def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch:
     out = {k: float(np.nanmean(v)) for k, v in stats.items() if v}
     out.update(skipped_updates=skipped, optimizer_steps=steps, update_seconds=seconds,
                update_tokens_per_s=tokens_seen / max(seconds, 1e-9), **checks)
+    if batch.scores_deferred:
+        mask = batch.mask
+        late = {"kl_ref": float(ppo.masked_mean(ppo.kl_penalty(
+                    batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator), mask)),
+                "kl_ref_k3": float(ppo.masked_mean(ppo.kl_penalty(
+                    batch.old_logprobs, batch.ref_logprobs, "k3"), mask)),
+                **check_logprobs("gen_vs_old", batch.gen_logprobs, batch.old_logprobs, mask,
+                                 batch.dtype)}
+        if batch.deferred_stats is not None:
+            batch.deferred_stats.update(late)
+        out.update({k: v for k, v in late.items() if k.startswith("check/")})
     return out
+
+
+def _score_in_update(batch: PPOBatch, rows: torch.Tensor, mb: dict[str, Any], new: PolicyPass,
+                     sampling: Sampling, cfg: TrainConfig) -> None:
+    """The scoring pass's job, done beside the (only) update pass (``scores_in_update``): the
+    old log-probs are this pass's, detached; the reference's are taken over the supports it
+    derived; both go into ``mb`` for the loss and into the batch for the statistics."""
+    width = mb["input_ids"].shape[1]
+    old = new.logprobs.detach()
+    ref = reference_logprobs(batch.deferred_reference, mb["input_ids"], mb["attention_mask"],
+                             sampling, mask=mb["mask"], support=new.support,
+                             trunk_input=new.trunk_cache, n_top=cfg.trainable_layers,
+                             share_prefix=cfg.share_prefix).float()
+    mb["old_logprobs"], mb["ref_logprobs"] = old, ref
+    batch.old_logprobs[rows, :width] = old
+    batch.ref_logprobs[rows, :width] = ref
 
 
 # ----------------------------------------------------------------------------- setup helpers
@@ -510,4 +590,4 @@ def without_lost(batch: PPOBatch) -> PPOBatch:
 __all__ = ["LOGPROB_TOLERANCE", "PPOBatch", "PolicyPass", "check_logprobs", "collect",
            "compute_advantages", "epoch_seeds", "forward_policy", "group_ids", "make_optimizer",
            "ppo_update", "prefixed", "reference_logprobs", "resolve_dtype", "scalars",
-           "seed_everything", "support_rows", "without_lost"]
+           "scores_in_update", "seed_everything", "support_rows", "without_lost"]
