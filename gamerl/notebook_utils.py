@@ -15,7 +15,7 @@ import subprocess
 import sys
 from typing import Sequence
 
-from .games.password_game import num_revealed, rule_verdicts, rules_satisfied
+from .games.password_game import broken_rules, num_revealed, rules_satisfied
 
 _WATCHDOG = """
 import os, signal, sys, time
@@ -46,9 +46,7 @@ def stop_with_parent(proc: subprocess.Popen, parent_pid: int | None = None) -> s
 
 
 def _broken(ep) -> str:
-    verdicts = rule_verdicts(ep)
-    broken = [str(i + 1) for i, ok in sorted(verdicts.items()) if not ok]
-    return ", ".join(broken) if broken else "none"
+    return ", ".join(broken_rules(ep)) or "none"
 
 
 def _cell(text: str, width: int = 40) -> str:

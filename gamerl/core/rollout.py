@@ -49,7 +49,7 @@ from ..games.registry import get_task
 from ..models import ENDOFTEXT, IM_END, chat_prompt
 from .scoring import Sampling, SampledLogprobs, sampling_processors
 from .sessions import EpisodeLost
-from .turn_cache import TurnCache
+from .turn_cache import TurnCache, left_pad
 
 log = logging.getLogger("gamerl")
 
@@ -231,14 +231,9 @@ class LMPolicy:
             ids, mask, past = extended
             self.prefilled_tokens += ids.shape[1] - past.get_seq_length()
         else:
-            width = max(len(c) for c in contexts)
-            ids = torch.full((len(contexts), width), tok.pad_token_id, dtype=torch.long)
-            mask = torch.zeros((len(contexts), width), dtype=torch.long)
-            for i, c in enumerate(contexts):  # left padding: every row ends at column `width`
-                ids[i, width - len(c):] = torch.tensor(c, dtype=torch.long)
-                mask[i, width - len(c):] = 1
-            ids, mask, past = ids.to(device), mask.to(device), None
-            self.prefilled_tokens += width
+            ids, mask = left_pad(contexts, tok.pad_token_id, device)
+            past = None
+            self.prefilled_tokens += ids.shape[1]
         width = ids.shape[1]
         recorder = None
         if cfg.greedy:

@@ -29,6 +29,20 @@ from typing import Any, Optional, Sequence
 import torch
 
 
+def left_pad(rows: Sequence[Sequence[int]], pad_id: int,
+             device: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids, mask)`` ``[B, W]`` long: the rows left padded with ``pad_id`` so that every row
+    ends at the last column (how ``generate`` takes a batch), mask 1 on real tokens."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        if len(r):
+            ids[i, width - len(r):] = torch.tensor(list(r), dtype=torch.long)
+            mask[i, width - len(r):] = 1
+    return ids.to(device), mask.to(device)
+
+
 def reusable(past: Any) -> bool:
     """A cache whose layers are plain full-attention keys/values ``[B, heads, T, head_dim]``
     (not sliding windows, not recurrent states): the only kind sliced here."""
@@ -101,12 +115,8 @@ class TurnCache:
         for layer in past.layers:  # rows, then columns: [B, heads, T, head_dim]
             layer.keys = layer.keys[index][:, :, keep_cached]
             layer.values = layer.values[index][:, :, keep_cached]
-        width = max(len(s) for s in suffixes)
-        new_ids = torch.full((len(rows), width), pad_id, dtype=ids.dtype, device=ids.device)
-        new_mask = torch.zeros((len(rows), width), dtype=mask.dtype, device=mask.device)
-        for i, s in enumerate(suffixes):  # left-padded among themselves: rows end together
-            new_ids[i, width - len(s):] = torch.tensor(s, dtype=ids.dtype)
-            new_mask[i, width - len(s):] = 1
+        new_ids, new_mask = left_pad(suffixes, pad_id, ids.device)  # rows end together
+        new_ids, new_mask = new_ids.to(ids.dtype), new_mask.to(mask.dtype)
         self.past = None
         return (torch.cat([ids[:, keep], new_ids], dim=1), torch.cat([mask[:, keep], new_mask], dim=1),
                 past)

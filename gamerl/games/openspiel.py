@@ -17,6 +17,8 @@ import json
 import random
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from tasks.openspiel.games import OPPONENTS  # the game table's module: no pyspiel import
+
 from .base import (MAX_TURNS_SHOWN, CurriculumChoices, Instance, MakeEnv, SampleTable, Task,
                    after_marker, code_span, elide, instance_seed, wilson_interval)
 
@@ -144,7 +146,6 @@ SAMPLE_TABLE = SampleTable(header=("game", "seat", "moves", "outcome"), row=_sam
 
 # ----------------------------------------------------------------------------- curriculum
 
-OPPONENTS = ("random", "mcts")  # tasks.openspiel.game.OPPONENTS, without importing pyspiel
 
 
 def supported_games() -> list[str]:

@@ -79,6 +79,11 @@ def rule_verdicts(ep) -> dict[int, bool]:
     return {r["id"]: bool(r["satisfied"]) for r in ep.final_info.get("rules", [])}
 
 
+def broken_rules(ep) -> list[str]:
+    """The revealed rules the final password breaks, numbered from 1 as the game's text does."""
+    return [str(i + 1) for i, ok in sorted(rule_verdicts(ep).items()) if not ok]
+
+
 def _record_fields(ep) -> dict:
     # "passwords" repeats the generic "actions" under the name episodes.jsonl had before tasks
     return {"rules_satisfied": rules_satisfied(ep), "num_revealed": num_revealed(ep),
@@ -92,7 +97,7 @@ def _sample_rules(ep) -> str:
     if not verdicts and ep.turns:
         return f"{rules_satisfied(ep)}/{num_revealed(ep)}"
     text = f"{sum(verdicts.values())}/{len(verdicts)}"
-    broken = [str(i + 1) for i, ok in sorted(verdicts.items()) if not ok]
+    broken = broken_rules(ep)
     if broken:
         text += ", breaks " + " ".join(broken)
     if ep.success:

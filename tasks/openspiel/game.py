@@ -38,11 +38,10 @@ import numpy as np
 
 from ..common.protocol import MAX_SEED, GameOver, StepResult, check_seed
 from .bots import load_game, make_bot
-from .games import GAMES, GameSpec, get_spec
+from .games import GAMES, OPPONENTS, GameSpec, get_spec
 from .moves import ParsedMove, echo, parse_move
 
 POLICIES = ("retry", "random", "loss")
-OPPONENTS = ("random", "mcts")
 MAX_SIMULATIONS = 100_000
 
 __all__ = ["GameOver", "OpenSpielGame", "POLICIES", "RewardConfig", "StepResult"]

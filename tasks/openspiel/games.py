@@ -252,6 +252,9 @@ _register(GameSpec(
            "(e4f3*) and may be left out of answers."),
     render=render_verbatim, example_answer="a5a4"))
 
+# The built-in opponents a session can name (game.OpenSpielGame also takes a bot object); here,
+# beside the game table, so that the trainer reads them without importing pyspiel.
+OPPONENTS = ("random", "mcts")
 SIMPLE_GAMES = tuple(n for n, s in GAMES.items() if s.difficulty == SIMPLE)
 HARDER_GAMES = tuple(n for n, s in GAMES.items() if s.difficulty == HARDER)
 
