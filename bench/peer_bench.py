@@ -42,10 +42,11 @@ What is matched (both sides get the same values from one TrainConfig, ``bench_co
 * the threads: ``torch.set_num_threads(--threads)`` in both subprocesses.
 
 What is not the same, by design of each trainer (this is what the benchmark measures):
-ours always recomputes the old log-probs (and values) in a scoring pass, and scores under the
-sampling's top-k/top-p support; TRL with ``num_iterations=1`` skips the old log-probs (its ratio is
-1 by construction). Random streams differ, so completions and their lengths differ; tokens/s
-normalise for that.
+ours scores under the sampling's top-k/top-p support and runs the trunk once over the prompt a
+group shares (``share_prefix``); with ``--ppo-epochs 1`` neither side runs a separate pass for
+the old log-probs (ours: ``scores_in_update``; TRL: ``num_iterations=1``; the ratio is 1 by
+construction), with more epochs ours scores the batch first. Random streams differ, so
+completions and their lengths differ; tokens/s normalise for that.
 
 Definitions: time per optimizer step = the timed rounds' wall time / their optimizer steps (a
 round: generate, score, reward, advantages, update). Generated tokens/s = completion tokens /
