@@ -142,3 +142,14 @@ def test_a_game_without_a_curriculum_has_none():
     assert get_task("password_game").curriculum is None
     with pytest.raises(ValueError, match="no curriculum"):
         Curriculum.from_dict("default", choices=get_task("password_game").curriculum)
+
+
+def test_train_config_asks_the_game_for_its_curriculum():
+    """TrainConfig accepts a curriculum for a game whose Task has one, and names the game
+    otherwise (no list of games in the config)."""
+    from gamerl.config import TrainConfig
+
+    assert TrainConfig(task="openspiel", curriculum="default").curriculum == "default"
+    for task in ("password_game", "wordle"):
+        with pytest.raises(ValueError, match=f"curriculum: task '{task}' has none"):
+            TrainConfig(task=task, curriculum="default")

@@ -194,7 +194,11 @@ class TrainConfig:
         need(self.task in ("password_game", "wordle", "openspiel"),
              "task: 'password_game', 'wordle' or 'openspiel'")
         need(isinstance(self.task_config, dict), "task_config must be a dict")
-        need(self.task == "openspiel" or not self.curriculum, "curriculum needs task='openspiel'")
+        if self.curriculum:  # the game says whether it has one (Task.curriculum; OpenSpiel does)
+            from ..games.registry import get_task
+
+            need(get_task(self.task).curriculum is not None,
+                 f"curriculum: task {self.task!r} has none (task='openspiel' has)")
         need(0.0 <= self.replay_fraction < 1.0, "replay_fraction must be in [0, 1)")
         need(self.replay_capacity >= 1 and self.curriculum_window >= 1,
              "replay_capacity, curriculum_window >= 1")
