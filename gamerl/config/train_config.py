@@ -439,7 +439,7 @@ TASK_PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     # answer words (1.23, docs/benchmarks.md).
     ("wordle", "smollm2-135m"): dict(max_new_tokens=16, reward_scale=1.0, warmstart=True,
                                      warmstart_examples=256, warmstart_steps=24,
-                                     warmstart_batch_size=8, warmstart_lr=3e-4, epochs=7),
+                                     warmstart_batch_size=8, warmstart_lr=3e-4, epochs=8),
     ("openspiel", "qwen3-0.6b"): dict(max_new_tokens=8, max_steps=64, lora=True, reward_scale=1.0),
 }
 

@@ -3,9 +3,9 @@
 The system prompt; the guess in an answer (``extract_guess``); the board after a guess
 (``wordle_feedback``); the held-out answers of evaluation (``wordle_heldout_answers``: training
 never draws them); the numbers kept per turn (valid, repeated, greens), the evaluation columns
-and the failure replay's priority; warm-start demonstrations that guess a random answer word
-consistent with the marks so far; the entropy solver and random words as reference agents; the
-sample table's columns (answer | guesses with their marks | result).
+and the failure replay's priority; random answer words as warm-start demonstrations; the
+entropy solver and random words as reference agents; the sample table's columns (answer |
+guesses with their marks | result).
 """
 
 from __future__ import annotations
@@ -181,18 +181,9 @@ def make_task() -> Task:
 
     def demo(cfg, rng: random.Random) -> Callable:
         from tasks.wordle import answers
-        from tasks.wordle.solver import default_solver
 
-        words, solver = answers(), default_solver()
-
-        def consistent_answer(ep) -> str:
-            # A random answer word that every mark so far allows: the format, and that a guess
-            # keeps the greens and yellows it was shown (no search: far below the solver).
-            obs = ep.last_obs or {}
-            history = list(zip(obs.get("guesses", []), obs.get("marks", [])))
-            return words[int(rng.choice(list(solver.candidates(history))))]
-
-        return consistent_answer
+        words = answers()
+        return lambda ep: rng.choice(words)  # a valid word, feedback ignored: format, not skill
 
     def reference_agents(cfg) -> dict:
         from tasks.wordle import answers
