@@ -352,22 +352,11 @@ def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
     ``ppo_update`` (the same dict), so a caller that logs after the update logs them."""
     mask = batch.mask
     m = mask.bool()
-    if batch.scores_deferred:  # GRPO only (scores_in_update): no KL in the reward, no values
-        scores = (batch.env_rewards * cfg.reward_scale).sum(-1)
-        advantages = ppo.compute_grpo_advantages(scores, batch.group_ids, mask)
-        batch.rewards = batch.env_rewards * cfg.reward_scale
-        batch.advantages, batch.returns = advantages, advantages.clone()
-        batch.deferred_stats = {"kl_ref": math.nan, "kl_ref_k3": math.nan,
-                                "advantage_mean_raw": float(ppo.masked_mean(advantages, mask)),
-                                "return_mean": float(ppo.masked_mean(advantages, mask)),
-                                "value_mean": 0.0, "explained_variance": math.nan}
-        return batch.deferred_stats
-    kl = ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator)
-    kl = torch.where(m, kl, torch.zeros_like(kl))
     rewards = batch.env_rewards * cfg.reward_scale
     gae = cfg.advantage_estimator == "gae"
-    if gae and cfg.kl_in_reward and cfg.kl_coef:
-        rewards = rewards - cfg.kl_coef * kl  # on policy tokens only (kl is 0 elsewhere)
+    if gae and cfg.kl_in_reward and cfg.kl_coef:  # scores_in_update is never GAE
+        kl = ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator)
+        rewards = rewards - cfg.kl_coef * torch.where(m, kl, torch.zeros_like(kl))
     if gae:
         estimator = ppo.compute_turn_gae if cfg.discount_per == "turn" else ppo.compute_gae
         advantages, returns = estimator(rewards, batch.old_values, mask, cfg.gamma, cfg.lam)
@@ -379,13 +368,30 @@ def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
         advantages = raw = ppo.compute_grpo_advantages(scores, batch.group_ids, mask)
         returns = torch.where(m, advantages + batch.old_values, torch.zeros_like(advantages))
     batch.rewards, batch.advantages, batch.returns = rewards, advantages, returns
-    return {
-        "kl_ref": float(ppo.masked_mean(kl, mask)),  # KL(pi_old || pi_ref) per policy token
-        "kl_ref_k3": float(ppo.masked_mean(ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, "k3"), mask)),
+    stats = {
         "advantage_mean_raw": float(ppo.masked_mean(raw, mask)),
         "return_mean": float(ppo.masked_mean(returns, mask)),
         "value_mean": float(ppo.masked_mean(batch.old_values, mask)),
-        "explained_variance": ppo.explained_variance(batch.old_values, returns, mask),
+        "explained_variance": (ppo.explained_variance(batch.old_values, returns, mask)
+                               if gae else math.nan),  # no critic: nothing to explain
+    }
+    if batch.scores_deferred:  # ppo_update fills these in (docstring)
+        stats.update(kl_ref=math.nan, kl_ref_k3=math.nan)
+        batch.deferred_stats = stats
+    else:
+        stats.update(kl_stats(batch, cfg))
+    return stats
+
+
+def kl_stats(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
+    """The batch's KL(pi_old || pi_ref) per policy token (``kl_estimator``'s and k3's) and the
+    self-check of the sampling-time log-probs against pi_old's: numbers that need both scored."""
+    mask = batch.mask
+    return {
+        "kl_ref": float(ppo.masked_mean(ppo.kl_penalty(
+            batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator), mask)),
+        "kl_ref_k3": float(ppo.masked_mean(ppo.kl_penalty(
+            batch.old_logprobs, batch.ref_logprobs, "k3"), mask)),
         # sampling-time vs recomputed log-probs: the inference and training numerics agree?
         **check_logprobs("gen_vs_old", batch.gen_logprobs, batch.old_logprobs, mask, batch.dtype),
     }
@@ -485,14 +491,8 @@ def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch:
     out = {k: float(np.nanmean(v)) for k, v in stats.items() if v}
     out.update(skipped_updates=skipped, optimizer_steps=steps, update_seconds=seconds,
                update_tokens_per_s=tokens_seen / max(seconds, 1e-9), **checks)
-    if batch.scores_deferred:
-        mask = batch.mask
-        late = {"kl_ref": float(ppo.masked_mean(ppo.kl_penalty(
-                    batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator), mask)),
-                "kl_ref_k3": float(ppo.masked_mean(ppo.kl_penalty(
-                    batch.old_logprobs, batch.ref_logprobs, "k3"), mask)),
-                **check_logprobs("gen_vs_old", batch.gen_logprobs, batch.old_logprobs, mask,
-                                 batch.dtype)}
+    if batch.scores_deferred:  # pi_old and pi_ref exist now: the numbers that needed them
+        late = kl_stats(batch, cfg)
         if batch.deferred_stats is not None:
             batch.deferred_stats.update(late)
         out.update({k: v for k, v in late.items() if k.startswith("check/")})

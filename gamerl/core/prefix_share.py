@@ -79,7 +79,7 @@ def _greedy_groups(lcp: torch.Tensor, lengths: torch.Tensor) -> PrefixPlan:
     for i in range(n):
         if placed[i]:
             continue
-        others = ~placed.clone()
+        others = ~placed  # a new tensor: placed itself is not changed
         others[i] = False
         best = int(lcp[i][others].max()) if bool(others.any()) else 0
         members = others & (lcp[i] >= best) if best >= 1 else torch.zeros(n, dtype=torch.bool)
