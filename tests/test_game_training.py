@@ -180,23 +180,25 @@ def test_train_wordle_cli_writes_a_sample_table(tiny_dir, tmp_path):
 @pytest.mark.slow
 def test_ppo_improves_against_random_kuhn_poker(tiny_dir, tmp_path):
     """The OpenSpiel tiny preset on Kuhn poker against the random bot (warm start on random
-    legal moves, 10 PPO epochs of 64 games, the seat drawn per game): on 512 held-out games the
-    reward and the win rate rise.
+    legal moves, 10 PPO epochs of 64 games at lr 5e-5, the seat drawn per game): on 512 held-out
+    games the reward and the win rate rise.
 
     Against a uniformly random bot, betting (or calling) with every card is the best response
     in seat 0 and one move short of it in seat 1 (fold the jack facing a bet): expected reward
     0.1875 a game over both seats, the best response 0.229, random play 0. Measured on 2 CPU
-    cores (2026-11-24, about 3.5 min each) with seeds 0, 1 and 2: reward 0.00 / -0.01 / -0.05
-    -> 0.16, win rate 50% / 50% / 46% -> 67%; every run ends on "always Bet". The margins below
-    are half the smallest gain. This replaced a tic-tac-toe test whose gain was the size of its
-    noise (docs/benchmarks.md)."""
+    cores (2026-11-24, about 3 min each): seed 0 with 1 and with 2 threads (the same numbers,
+    epoch by epoch): reward 0.00 -> 0.16, win rate 50.0% -> 67.4%, ending on "always Bet"; seed
+    1: -0.01 -> 0.12, 49.8% -> 63.9%, after a spell of malformed answers ("et" for "Bet", up to
+    45% of a batch at epoch 4, none at epoch 10). At the preset's lr 1e-4 the same runs parted after epoch 5 and one (in CI)
+    went unstable (KL to the reference 2.7, 55% illegal answers in a batch, final reward 0.08):
+    docs/benchmarks.md. The margins below are half the smallest measured gains."""
     cfg = get_config("tiny", task="openspiel", model=str(tiny_dir), wandb_mode="disabled",
                      progress=False, device="cpu", episodes_per_epoch=64, eval_episodes=512,
-                     task_config={"games": ["kuhn_poker"], "opponent": "random",
-                                  "reward": {"illegal_move_penalty": 0.5}})
+                     lr=5e-5, task_config={"games": ["kuhn_poker"], "opponent": "random",
+                                           "reward": {"illegal_move_penalty": 0.5}})
     summary, base, final = train_and_compare(cfg, tmp_path / "run")
     assert base["episodes"] == final["episodes"] == 512
-    assert final["reward"] >= base["reward"] + 0.08
-    assert final["win_rate"] >= base["win_rate"] + 0.08
-    assert final["illegal_rate"] <= 0.05
+    assert final["reward"] >= base["reward"] + 0.065
+    assert final["win_rate"] >= base["win_rate"] + 0.07
+    assert final["illegal_rate"] <= 0.10  # malformed answers come and go during training
     assert summary["skipped_updates"] == 0
