@@ -82,7 +82,10 @@ class TrainConfig:
     top_p: float = 0.9  # so the policy PPO optimises is the one that sampled (as verl does).
     top_k: int = 50
     max_context_tokens: int = 4096  # an episode that would outgrow this ends before its next turn
-    feedback: Literal["compact", "full"] = "compact"  # later-turn user messages (rollout.py)
+    # Later-turn user messages (rollout.py): "full" the game's whole text, "compact" without what
+    # the first message said, "latest" only what changed (Wordle: the last board line; the
+    # other games have no shorter view than compact and use it).
+    feedback: Literal["compact", "full", "latest"] = "compact"
     system_prompt: Optional[str] = None  # None: the task's (gamerl/games/base.py); "" for none
     score_batch_size: int = 16  # rows per no-grad forward when scoring old/ref log-probs
 
@@ -229,7 +232,8 @@ class TrainConfig:
              "differ before any update (ratios of 0.96-0.99 and tokens clipped at the first "
              "minibatch); RL uses no dropout")
         need(self.advantage_estimator in ("gae", "grpo"), "advantage_estimator: 'gae' or 'grpo'")
-        need(self.feedback in ("compact", "full"), "feedback: 'compact' or 'full'")
+        need(self.feedback in ("compact", "full", "latest"),
+             "feedback: 'compact', 'full' or 'latest'")
         need(self.wandb_mode in ("offline", "online", "disabled"),
              "wandb_mode: 'offline', 'online' or 'disabled'")
         need(self.temperature > 0, "temperature must be > 0 (use evaluate(greedy=True) for argmax)")
@@ -441,7 +445,9 @@ TASK_PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     # answer words (1.23, docs/benchmarks.md).
     ("wordle", "smollm2-135m"): dict(max_new_tokens=16, reward_scale=1.0, warmstart=True,
                                      warmstart_examples=256, warmstart_steps=24,
-                                     warmstart_batch_size=8, warmstart_lr=3e-4, epochs=8),
+                                     warmstart_batch_size=8, warmstart_lr=3e-4, epochs=8,
+                                     feedback="latest",
+                                     task_config={"reward": {"repeat_penalty": 0.1}}),
     ("openspiel", "qwen3-0.6b"): dict(max_new_tokens=8, max_steps=64, lora=True, reward_scale=1.0),
 }
 

@@ -11,7 +11,8 @@
     the context already, and repeating all of them would make a 30-turn episode
     O(turns x rules) tokens. If the game altered the password (fire, Paul hatching) the message
     shows the altered password;
-  - ``"full"``: the game's whole observation text every turn (simple, long);
+  - ``"full"``: the game's whole observation text every turn (simple, long); ``"latest"`` is
+    ``"compact"`` (it already shows only what changed);
 * the numbers kept per turn and what they say of an episode (``rules_satisfied``,
   ``num_revealed``, ``rule_verdicts``), the evaluation columns (rules satisfied, per-rule pass
   rates), the failure replay's priority (rules not satisfied), the episode record's fields and

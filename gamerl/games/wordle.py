@@ -34,14 +34,30 @@ def extract_guess(answer: str) -> str:
 
 def wordle_feedback(obs: Mapping[str, Any], info: Mapping[str, Any], action: str,
                     style: str = "compact") -> str:
-    """The observation after a guess; ``compact`` drops the instructions paragraph (already in
-    the first message): the board (invalid guesses say why), the letters, the guesses left."""
+    """The observation after a guess.
+
+    * ``full``: the game's whole text (instructions, the board so far, the letters, the guesses
+      left);
+    * ``compact`` (default): without the instructions paragraph (the first message has it);
+    * ``latest``: only what changed: the board's last line (this guess and its marks, or why it
+      wasted the turn), the letters, the guesses left. The earlier lines are already in the
+      conversation, and repeating the whole board every turn makes a 6-guess game grow
+      quadratically (SmolLM2's tokenizer, a lost 6-guess game: the six messages after the
+      guesses are 794 tokens compact, 471 latest; a mark emoji is 3 tokens).
+    """
     from tasks.wordle.game import INSTRUCTIONS
 
     text = obs["text"]
-    if style == "compact" and text.startswith(INSTRUCTIONS):
-        text = text[len(INSTRUCTIONS):].lstrip("\n")
-    return text
+    if style == "full" or not text.startswith(INSTRUCTIONS):
+        return text
+    lines = text[len(INSTRUCTIONS):].lstrip("\n").split("\n")
+    if style != "latest" or "Board:" not in lines:
+        return "\n".join(lines)
+    start = lines.index("Board:") + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("Letters:")),
+               len(lines))
+    board = lines[start:end]
+    return "\n".join(board[-1:] + lines[end:])
 
 
 def wordle_heldout_answers(n: int = WORDLE_HELDOUT) -> tuple[str, ...]:
