@@ -59,6 +59,32 @@ def test_compact_feedback_drops_history_only_where_the_board_shows_it():
         assert openspiel_feedback(obs, {}, "", "full") == obs["text"]
 
 
+def test_wordle_latest_feedback_shows_each_board_line_once(tiny_dir):
+    """``feedback="latest"`` (the SmolLM2 Wordle preset's): after each guess the model sees the
+    board's last line, the letters and the guesses left, so every guess's line is in the
+    conversation once; ``compact`` repeats the whole board every turn. The same game is shorter."""
+    tok = load_tokenizer(tiny_dir)
+    texts = {}
+    for style in ("compact", "latest"):
+        cfg = get_config("tiny", task="wordle", model=str(tiny_dir), feedback=style)
+        words = iter(["slate", "xyzzy", "round", "slate", "pious", "crane"])
+        [ep] = rollout(ScriptedPolicy(tok, lambda ep: next(words)), tok,
+                       [{"seed": 0, "answer": "crane"}], local_env_factory(cfg),
+                       RolloutConfig.from_train_config(cfg))
+        assert [t.action for t in ep.turns] == ["slate", "xyzzy", "round", "slate", "pious",
+                                                "crane"] and ep.success
+        texts[style] = (tok.decode(ep.token_ids), len(ep.token_ids))
+    latest, compact = texts["latest"][0], texts["compact"][0]
+    for line in ("1. SLATE", "2. (wasted turn) 'xyzzy' is not in the word list", "3. ROUND",
+                 "4. SLATE  ⬜⬜🟩⬜🟩  (repeated: no new information)", "5. PIOUS"):
+        assert latest.count(line) == 1, line
+        assert compact.count(line) == 6 - int(line[0]), line  # every later message repeats it
+    assert latest.count("Letters: ") == compact.count("Letters: ") == 5
+    assert latest.count("Board:") == 1  # the first message's "(no guesses yet)" only
+    assert "You win!" not in latest  # the game's last message ends it: nothing is appended
+    assert texts["latest"][1] < 0.8 * texts["compact"][1]
+
+
 def test_every_curriculum_game_fits_the_tiny_window(tiny_dir):
     """Random legal play, 12 turns, compact feedback: no game of any curriculum stage runs out
     of the tiny preset's context (which would end it unfinished)."""
@@ -189,9 +215,10 @@ def test_ppo_improves_against_random_kuhn_poker(tiny_dir, tmp_path):
     cores (2026-11-24, about 3 min each): seed 0 with 1 and with 2 threads (the same numbers,
     epoch by epoch): reward 0.00 -> 0.16, win rate 50.0% -> 67.4%, ending on "always Bet"; seed
     1: -0.01 -> 0.12, 49.8% -> 63.9%, after a spell of malformed answers ("et" for "Bet", up to
-    45% of a batch at epoch 4, none at epoch 10). At the preset's lr 1e-4 the same runs parted after epoch 5 and one (in CI)
-    went unstable (KL to the reference 2.7, 55% illegal answers in a batch, final reward 0.08):
-    docs/benchmarks.md. The margins below are half the smallest measured gains."""
+    45% of a batch at epoch 4, none at epoch 10). At the preset's lr 1e-4 the same runs parted
+    after epoch 5 and one (in CI) went unstable (KL to the reference 2.7, 55% illegal answers in a
+    batch, final reward 0.08): docs/benchmarks.md. The margins below are half the smallest measured
+    gains."""
     cfg = get_config("tiny", task="openspiel", model=str(tiny_dir), wandb_mode="disabled",
                      progress=False, device="cpu", episodes_per_epoch=64, eval_episodes=512,
                      lr=5e-5, task_config={"games": ["kuhn_poker"], "opponent": "random",

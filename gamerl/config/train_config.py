@@ -426,7 +426,8 @@ PRESETS: dict[str, dict[str, Any]] = {"tiny": TINY_PRESET, "qwen3-0.6b": QWEN3_0
 # with the penalty each illegal answer is punished on its own tokens, and 10 epochs cut the
 # held-out illegal rate, by 9 points in one run and by 1 to 4 in later ones: a gain the size of
 # its noise (docs/benchmarks.md). warmstart_steps 100 / epochs 10: that run, 11-12 min. On
-# kuhn_poker the same preset (64 games an epoch, lr 5e-5) learns to exploit the bot in 3 min (the test).
+# kuhn_poker the same preset (64 games an epoch, lr 5e-5) learns to exploit the bot in 3 min
+# (the test).
 TASK_PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     ("wordle", "tiny"): dict(max_new_tokens=8, max_context_tokens=2048, reward_scale=1.0,
                              warmstart_steps=200, epochs=20, lr=1e-4),

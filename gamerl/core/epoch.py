@@ -354,6 +354,7 @@ def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
     m = mask.bool()
     rewards = batch.env_rewards * cfg.reward_scale
     gae = cfg.advantage_estimator == "gae"
+    kl = None  # per-token KL(pi_old || pi_ref), computed once when the reward needs it
     if gae and cfg.kl_in_reward and cfg.kl_coef:  # scores_in_update is never GAE
         kl = ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator)
         rewards = rewards - cfg.kl_coef * torch.where(m, kl, torch.zeros_like(kl))
@@ -379,17 +380,20 @@ def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
         stats.update(kl_ref=math.nan, kl_ref_k3=math.nan)
         batch.deferred_stats = stats
     else:
-        stats.update(kl_stats(batch, cfg))
+        stats.update(kl_stats(batch, cfg, kl))
     return stats
 
 
-def kl_stats(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
+def kl_stats(batch: PPOBatch, cfg: TrainConfig,
+             kl: Optional[torch.Tensor] = None) -> dict[str, float]:
     """The batch's KL(pi_old || pi_ref) per policy token (``kl_estimator``'s and k3's) and the
-    self-check of the sampling-time log-probs against pi_old's: numbers that need both scored."""
+    self-check of the sampling-time log-probs against pi_old's: numbers that need both scored.
+    ``kl``: the ``kl_estimator`` per-token values [B, T] when the caller has them already."""
     mask = batch.mask
+    if kl is None:
+        kl = ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator)
     return {
-        "kl_ref": float(ppo.masked_mean(ppo.kl_penalty(
-            batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator), mask)),
+        "kl_ref": float(ppo.masked_mean(kl, mask)),
         "kl_ref_k3": float(ppo.masked_mean(ppo.kl_penalty(
             batch.old_logprobs, batch.ref_logprobs, "k3"), mask)),
         # sampling-time vs recomputed log-probs: the inference and training numerics agree?

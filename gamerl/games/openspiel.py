@@ -62,12 +62,13 @@ def openspiel_feedback(obs: Mapping[str, Any], info: Mapping[str, Any], action: 
                        style: str = "compact") -> str:
     """The observation after a move; ``compact`` (and ``latest``: no shorter view here) drops the
     game/rules header (already in the first message) and the closing "Answer with exactly one
-    legal move" line (the system prompt and the first message say it), and keeps the position, any notice (the opponent's move, an
-    illegal answer), whose turn it is and the legal moves. It keeps the list of moves so far
-    only in games of imperfect information (poker, liar's dice: the betting is not on the board).
-    In the board games the position says everything, and the list, repeated every turn, made a
-    12-turn conversation grow quadratically (connect_four, hex, othello and breakthrough ran
-    4.5-5.6k tokens with it; tests/test_game_training.py checks the budget)."""
+    legal move" line (the system prompt and the first message say it), and keeps the position, any
+    notice (the opponent's move, an illegal answer), whose turn it is and the legal moves. It keeps
+    the list of moves so far only in games of imperfect information (poker, liar's dice: the
+    betting is not on the board). In the board games the position says everything, and the list,
+    repeated every turn, made a 12-turn conversation grow quadratically (connect_four, hex, othello
+    and breakthrough ran 4.5-5.6k tokens with it; tests/test_game_training.py checks the
+    budget)."""
     text = obs["text"]
     if style == "full" or "Position (your view):" not in text:
         return text
