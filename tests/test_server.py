@@ -537,6 +537,20 @@ def test_client_connection_errors_are_clear():
         wait_for_server(f"http://127.0.0.1:{port}", timeout=0.3)
 
 
+def test_client_drops_idle_connections_before_the_server_closes_them():
+    """A request written on a keep-alive connection just as the server closes it fails with
+    "Server disconnected without sending a response", and a turn cannot be retried (CI saw it
+    once, in the notebook on SmolLM2: 5 s on both sides). The client's pool must let an idle
+    connection go before the server's keep-alive timeout does."""
+    from tasks.common.client import CLIENT_KEEPALIVE_SECONDS
+    from tasks.common.transport import KEEP_ALIVE_SECONDS
+
+    with PasswordGameEnv("http://127.0.0.1:1") as env:
+        pool = env._http._transport._pool  # httpx -> httpcore.ConnectionPool
+        assert pool._keepalive_expiry == CLIENT_KEEPALIVE_SECONDS
+    assert CLIENT_KEEPALIVE_SECONDS <= KEEP_ALIVE_SECONDS / 2  # margin for a slow event loop
+
+
 # ============================================================================ the real server
 def test_real_server_subprocess_plays_a_solver_episode():
     port = find_free_port()

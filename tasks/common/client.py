@@ -40,6 +40,12 @@ from .ports import PortInUseError, check_port_free
 from .protocol import GameOver
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# Our servers close a keep-alive connection after 5 idle seconds (``transport.KEEP_ALIVE_SECONDS``,
+# uvicorn's default) and httpx keeps one for 5 s by default: a request written on a connection
+# just as the server closes it fails with "Server disconnected without sending a response", and
+# a turn (not idempotent) cannot be retried. Seen once in CI, in the notebook on SmolLM2, whose
+# turns leave the connection idle for seconds. The client drops idle connections first.
+CLIENT_KEEPALIVE_SECONDS = 2.0
 CLIENT_TOKEN_HEADER = "X-Client-Token"
 CLIENT_TOKEN_ENV = "GAME_CLIENT_TOKEN"
 
@@ -157,7 +163,8 @@ class BaseEnvClient:
                  backoff: float = 0.1, client_token: str | None = None) -> None:
         if client is None:
             self._prefix = (base_url or self.DEFAULT_URL).rstrip("/")
-            self._http = httpx.Client(timeout=timeout)
+            self._http = httpx.Client(
+                timeout=timeout, limits=httpx.Limits(keepalive_expiry=CLIENT_KEEPALIVE_SECONDS))
             self._owns_client = True
         else:
             self._prefix = base_url.rstrip("/") if base_url else ""
