@@ -73,16 +73,19 @@ def replace_block(text: str, name: str, body: str) -> str:
 
 # ----------------------------------------------------------------------------- tables
 
-ROW_NAMES = {"baseline": "baseline (after warm start, before PPO)",
+ROW_NAMES = {"zero_shot": "zero-shot (before the warm start)",
+             "baseline": "baseline (after warm start, before PPO)",
              "final": "after PPO (last epoch)"}
 
 
 def results_table(summary: dict) -> str:
-    """Held-out results of a run's summary.json: baseline, final and the reference rows."""
+    """Held-out results of a run's summary.json: zero-shot (when the run had a warm start),
+    baseline, final and the reference rows."""
     num_rules = summary["config"]["num_rules"]
     lines = [f"| policy | reward | rules satisfied (of {num_rules}) | success | turns |",
              "|---|---|---|---|---|"]
-    for key in ["baseline", "final", *summary.get("references", [])]:
+    zero_shot = ["zero_shot"] if "zero_shot" in summary else []
+    for key in [*zero_shot, "baseline", "final", *summary.get("references", [])]:
         row = summary[key]
         name = ROW_NAMES.get(key, row.get("label", key))
         lines.append(f"| {name} | {row['reward']:.2f} | {row['rules_satisfied']:.2f} | "

@@ -43,7 +43,8 @@ def run(env, tmp_path_factory):
 def test_train_writes_summary_figures_metrics_and_checkpoints(run):
     out, res = run
     summary = json.loads((out / "summary.json").read_text())
-    for row in ("baseline", "final", "solver", "random"):
+    # zero-shot (before the warm start), baseline (after it), final (after PPO), references
+    for row in ("zero_shot", "baseline", "final", "solver", "random"):
         assert METRIC_KEYS <= set(summary[row]), row
         assert summary[row]["episodes"] == 4
         assert len(summary[row]["per_rule_pass_rate"]) == 4
@@ -55,6 +56,7 @@ def test_train_writes_summary_figures_metrics_and_checkpoints(run):
         assert fig in summary["figures"]
     # the end-of-run table, baseline vs final
     assert "baseline" in res.stdout and "final" in res.stdout and "rules satisfied" in res.stdout
+    assert "zero_shot" in res.stdout
     # per-epoch metrics, including every PPO diagnostic the issue asks for
     rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
     (epoch,) = [r for r in rows if r["kind"] == "epoch"]
@@ -64,7 +66,7 @@ def test_train_writes_summary_figures_metrics_and_checkpoints(run):
                 "adv/explained_variance", "update/grad_norm", "update/update_tokens_per_s",
                 "perf/rollout_tokens_per_s", "update/skipped_updates"):
         assert key in epoch, key
-    assert [r["name"] for r in rows if r["kind"] == "eval"] == ["baseline", "final"]
+    assert [r["name"] for r in rows if r["kind"] == "eval"] == ["zero_shot", "baseline", "final"]
     episodes = (out / "episodes.jsonl").read_text().splitlines()
     assert len(episodes) == 4 and "passwords" in json.loads(episodes[0])
     for ckpt in ("best", "last"):

@@ -254,8 +254,11 @@ def test_feedback_message_compact_shows_only_what_changed():
     msg = feedback_message(obs, info, "Hello1!")
     lines = msg.splitlines()
     assert lines[0] == "Turn 1 of 3. 4 of 5 rules hold."
+    assert lines[1] == "Your password: Hello1!"  # restated, for a repair to start from
     assert "New: [x] Rule 2: Your password must include a number." in lines
-    assert any(l.startswith("New: [ ] Rule 5:") for l in lines)
+    # a broken counting rule says where the password stands, in numbers
+    assert ("New: [ ] Rule 5: The digits in your password must add up to 25. Your digits add "
+            "up to 1.") in lines
     assert "Rule 1:" not in msg  # held before and still holds: not repeated
     obs, _, _, info = env.submit("hello")  # now rules 2-5 break
     msg = feedback_message(obs, info, "hello")

@@ -40,6 +40,7 @@ from ..tracking.tracker import (EPISODES_JSONL, METRICS_JSONL, Tracker, read_jso
 from .warmstart import cached_warm_start, warm_start
 
 log = logging.getLogger("gamerl")
+ZERO_SHOT_FILE = "zero_shot.json"  # the held-out evaluation before the warm start
 
 
 # ----------------------------------------------------------------------------- the trainer
@@ -121,6 +122,7 @@ class Trainer:
             if self.warmstart_stats is None:  # continues from warmstart_progress/ if killed
                 lm, tok = load_policy(cfg.model, device=device, dtype=dtype,
                                       attn_implementation=cfg.attn_implementation)
+                self._evaluate_zero_shot(lm, tok)
                 self.warmstart_stats = warm_start(lm, tok, cfg, ws_dir, progress=cfg.progress)
                 del lm
             init = str(ws_dir)
@@ -160,10 +162,25 @@ class Trainer:
             cfg.save(self.run_dir / "config.json")
         baseline_file = self.run_dir / "baseline.json"
         self.baseline = json.loads(baseline_file.read_text()) if baseline_file.exists() else None
+        zero_shot_file = self.run_dir / ZERO_SHOT_FILE
+        self.zero_shot = (json.loads(zero_shot_file.read_text()) if zero_shot_file.exists()
+                          else None)
         self.tracker = Tracker(self.run_dir, cfg.to_dict(), mode=cfg.wandb_mode,
                                project=cfg.wandb_project, run_id=self.state.wandb_id,
                                name=self.run_dir.name)
         self.state.wandb_id = self.tracker.run_id
+
+    def _evaluate_zero_shot(self, lm, tokenizer) -> None:
+        """The model as it comes, before the warm start, on the held-out games (once per run:
+        RUN/zero_shot.json): the first of the three rows (zero-shot, after the warm start,
+        after PPO) that say what each stage added."""
+        if (self.run_dir / ZERO_SHOT_FILE).exists():
+            return
+        lm.eval()
+        metrics = evaluate(lm, tokenizer, eval_instances(self.cfg), self.cfg,
+                           make_env=self.make_env, sample_seed=self.cfg.seed + 1234,
+                           progress="evaluating (zero-shot)" if self.cfg.progress else None)
+        (self.run_dir / ZERO_SHOT_FILE).write_text(json.dumps(metrics, indent=2) + "\n")
 
     def _restore(self, last: Path, saved: dict[str, Any]) -> None:
         """Optimizer, counters, curriculum, replay buffer and RNG from ``last`` (checked by
@@ -339,8 +356,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ the whole run
     def train(self) -> dict[str, Any]:
-        """Baseline, epochs, final evaluation, summary.json; lets go of the run directory when it
-        ends, however it ends."""
+        """Baseline, epochs, final evaluation, summary.json (with the zero-shot row when there
+        was a warm start); lets go of the run directory when it ends, however it ends."""
         try:
             return self._train()
         finally:
@@ -349,6 +366,9 @@ class Trainer:
     def _train(self) -> dict[str, Any]:
         cfg, t_start = self.cfg, time.time()
         if self.baseline is None:  # measured once, after the warm start and before any PPO
+            if self.zero_shot is not None:  # the model before its warm start, at step 0 too
+                self.tracker.log({"kind": "eval", "epoch": -1, "name": "zero_shot",
+                                  **scalars(self.zero_shot)}, step=0)
             self.baseline = self.evaluate(name="baseline")
             (self.run_dir / "baseline.json").write_text(json.dumps(self.baseline, indent=2) + "\n")
             self.tracker.log({"kind": "eval", "epoch": -1, "name": "baseline",
@@ -383,8 +403,9 @@ class Trainer:
 
         final = self.evaluate(name="final")
         refs = reference_rows(self.tokenizer, eval_instances(cfg), cfg, self.make_env)
-        rows = {"baseline": self.baseline, "final": final, **refs}
-        summary = {"config": cfg.to_dict(), "run_dir": str(self.run_dir),
+        zero_shot = {"zero_shot": self.zero_shot} if self.zero_shot is not None else {}
+        rows = {**zero_shot, "baseline": self.baseline, "final": final, **refs}
+        summary = {"config": cfg.to_dict(), "run_dir": str(self.run_dir), **zero_shot,
                    "baseline": self.baseline, "final": final, **refs,
                    "references": list(refs), "eval_seeds": [cfg.eval_seed_start,
                                                            cfg.eval_seed_start + cfg.eval_episodes],

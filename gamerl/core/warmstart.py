@@ -53,9 +53,10 @@ def demonstrations(cfg, tokenizer, seed: int) -> list[tuple[list[int], list[int]
     """``warmstart_examples`` demonstration episodes on training instances, as (token_ids, mask).
 
     They are played through ``rollout`` by a scripted policy that answers every turn with the
-    task's demonstration answer (``Task.demo``: for the Password Game a fresh
-    ``gamerl.games.password_game.demo_password``;
-    for Wordle a random answer word; for OpenSpiel a random legal move), against the real game:
+    task's demonstration answer (``cfg.warmstart_demos``: "format" is ``Task.demo``, for the
+    Password Game a fresh ``gamerl.games.password_game.demo_password``, for Wordle a random
+    answer word, for OpenSpiel a random legal move; "expert" is ``Task.expert_demo``, for the
+    Password Game ``tasks.password_game.demos``: short passwords, then repairs), against the real game:
     so later turns see exactly the feedback messages a rollout shows, and the model learns to
     answer them in the same format (mask 1 = answer tokens, the only ones with a loss)."""
     from .evaluate import local_env_factory
@@ -67,7 +68,8 @@ def demonstrations(cfg, tokenizer, seed: int) -> list[tuple[list[int], list[int]
     seeds = cfg.train_seeds()
     games = task.train_instances(
         cfg, [seeds[rng.randrange(len(seeds))] for _ in range(cfg.warmstart_examples)], None)
-    demo = ScriptedPolicy(tokenizer, task.demo(cfg, rng))
+    make_demo = task.expert_demo if cfg.warmstart_demos == "expert" else task.demo
+    demo = ScriptedPolicy(tokenizer, make_demo(cfg, rng))
     episodes = rollout(demo, tokenizer, games, local_env_factory(cfg),
                        RolloutConfig.from_train_config(cfg))
     return [(ep.token_ids, ep.policy_mask) for ep in episodes]
@@ -105,6 +107,7 @@ def _marker(cfg) -> dict[str, Any]:
             "trainable_layers",
             "warmstart_examples",
             "warmstart_steps", "warmstart_batch_size", "warmstart_lr", "warmstart_extra_prob",
+            "warmstart_demos",
             "train_seed_start", "train_seed_count")
     return {k: getattr(cfg, k) for k in keys}
 

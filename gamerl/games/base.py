@@ -15,7 +15,8 @@ game (one module each: ``password_game``, ``wordle``, ``openspiel``; the registr
   (the game's own evaluation columns beside reward and success), ``badness(episode)`` in [0, 1]
   (the failure replay's priority), ``metric_descriptions`` (what its columns are, for figures)
   and ``metric_entry_labels`` (the names of a list-valued column's entries, for figures);
-* **helpers**: ``demo(cfg, rng)`` answers for the warm start (format, not skill), and
+* **helpers**: ``demo(cfg, rng)`` answers for the warm start (format, not skill; optional:
+  ``expert_demo(cfg, rng)``, an expert's answers, skill included), and
   ``reference_agents(cfg)`` (the solver / random rows of an evaluation table, keyed by short
   names) with ``reference_labels`` (what each row is, as tables and figures print it);
 * **optional** (a game may leave them out): ``record_fields(episode)``, the game's own fields of
@@ -139,6 +140,10 @@ class Task:
     sample_table: Optional[SampleTable] = None
     # what curriculum stages may name; None: the game has no curriculum
     curriculum: Optional[CurriculumChoices] = None
+    # (cfg, random.Random) -> answers of an expert that plays the game well, turn by turn, for
+    # the warm start's ``warmstart_demos="expert"`` (a small pretrained model must see the
+    # answers that pay before RL can re-weight them); None: the game has none
+    expert_demo: Optional[Callable[[Any, Any], Callable[[Episode], str]]] = None
 
 
 # ----------------------------------------------------------------------------- answers

@@ -6,8 +6,10 @@
   - turn 1 (the rollout's first message): the system prompt and the game's full observation
     text (instructions, turn counter, the revealed rules);
   - later turns, ``"compact"`` (default): one header line "Turn t of T. k of n rules hold.",
-    then only the rules that changed the picture: newly revealed rules (with their verdict) and
-    revealed rules the password now breaks. Rules that still hold are not repeated: they are in
+    the password restated ("Your password: ..."), then only the rules that changed the picture:
+    newly revealed rules (with their verdict) and revealed rules the password now breaks; a
+    broken counting rule says where the password stands ("Your digits add up to 14.":
+    ``tasks.password_game.rules.broken_rule_detail``), so a small model can see what to change. Rules that still hold are not repeated: they are in
     the context already, and repeating all of them would make a 30-turn episode
     O(turns x rules) tokens. If the game altered the password (fire, Paul hatching) the message
     shows the altered password;
@@ -17,7 +19,8 @@
   ``num_revealed``, ``rule_verdicts``), the evaluation columns (rules satisfied, per-rule pass
   rates), the failure replay's priority (rules not satisfied), the episode record's fields and
   the sample table's columns (seed | passwords | rules held/revealed);
-* the warm start's demonstrations (``demo_password`` and its word lists) and the reference
+* the warm start's demonstrations: ``demo_password`` (format) and ``expert_answer`` (the
+  expert of ``tasks.password_game.demos``: short passwords, then repairs), and the reference
   agents (the solver, random strings);
 * ``password_game_config`` (a TrainConfig's game fields as the game's ``GameConfig``) and
   ``password_rule_labels`` (the figures' rule names).
@@ -32,7 +35,7 @@ from .base import (MakeEnv, SampleTable, Task, code_span, elide, extract_answer,
                    seed_instances, seed_start)
 
 __all__ = ["MONTHS", "SPECIALS", "SPONSORS", "SUM25_RUNS", "SYSTEM_PROMPT", "WORDS",
-           "demo_password", "extract_password", "feedback_message", "make_task", "num_revealed",
+           "demo_password", "expert_answer", "extract_password", "feedback_message", "make_task", "num_revealed",
            "password_game_config", "password_rule_labels", "password_solver_answer",
            "rule_verdicts", "rules_satisfied"]
 
@@ -50,16 +53,27 @@ def feedback_message(obs: dict[str, Any], info: dict[str, Any], submitted: str,
     """The user message after a submission (see the module docstring)."""
     if style == "full":
         return obs["text"]
+    from tasks.password_game.richtext import parse
+    from tasks.password_game.rules import broken_rule_detail
+
     lines = [f"Turn {obs['turn']} of {obs['max_steps']}. "
              f"{info['rules_satisfied']} of {info['num_revealed']} rules hold."]
-    if obs.get("last_password") is not None and obs["last_password"] != submitted:
-        lines.append(f"The game changed your password to: {obs['last_password']}")
+    password = obs.get("last_password")
+    if password is None:  # a game that does not report it: the password as submitted
+        password = submitted
+    if password != submitted:
+        lines.append(f"The game changed your password to: {password}")
+    else:  # restated, so a repair can start from it without searching the context
+        lines.append(f"Your password: {password}")
+    parsed = parse(password)
     newly = set(info.get("newly_revealed", ()))
     for rule in info["rules"]:
         if rule["id"] in newly or not rule["satisfied"]:
             mark = "[x]" if rule["satisfied"] else "[ ]"
             tag = "New: " if rule["id"] in newly else ""
-            lines.append(f"{tag}{mark} Rule {rule['id'] + 1}: {rule['text']}")
+            line = f"{tag}{mark} Rule {rule['id'] + 1}: {rule['text']}"
+            detail = None if rule["satisfied"] else broken_rule_detail(rule["id"], parsed)
+            lines.append(f"{line} {detail}" if detail else line)
     return "\n".join(lines)
 
 
@@ -156,6 +170,24 @@ def demo_password(rng: random.Random, num_rules: int, p: float) -> str:
     return " ".join(parts)
 
 
+def expert_answer(cfg, rng: random.Random) -> Callable:
+    """The expert's answers (``tasks.password_game.demos``) as a scripted policy: the first
+    password holds the rules known ahead (each next one with ``cfg.warmstart_extra_prob``); each
+    later one repairs the game's last password for the verdicts it got."""
+    from tasks.password_game import make_instance
+    from tasks.password_game.demos import first_password, repair
+
+    def answer(episode) -> str:
+        inst = make_instance(episode.seed)
+        obs = episode.last_obs
+        if not episode.turns:
+            return first_password(inst, cfg.num_rules, rng, cfg.warmstart_extra_prob)
+        return repair(inst, obs["last_password"], [r["satisfied"] for r in obs["rules"]], rng,
+                      hatched=bool(obs.get("hatched")))
+
+    return answer
+
+
 # ----------------------------------------------------------------------------- reference agents
 
 def password_solver_answer(episode) -> str:
@@ -243,6 +275,7 @@ def make_task() -> Task:
         badness=lambda ep, cfg: 1.0 - rules_satisfied(ep) / max(cfg.num_rules, 1),
         demo=lambda cfg, rng: (lambda ep: demo_password(rng, cfg.num_rules,
                                                         cfg.warmstart_extra_prob)),
+        expert_demo=expert_answer,
         reference_agents=lambda cfg: {"solver": password_solver_answer,
                                       "random": _random_answer(cfg)},
         max_turns=lambda cfg: cfg.max_steps,

@@ -213,6 +213,30 @@ def rule_label(rule_id: int) -> str:
     return f"{rule_id + 1}. {RULES[rule_id].name}"
 
 
+def broken_rule_detail(rule_id: int, pw: RichText) -> str | None:
+    """What is wrong, in numbers, with a password that breaks a counting rule ("Your digits add
+    up to 14."), for a player's feedback; None for rules that count nothing. The rule text says
+    what the number must be; this says where the password stands."""
+    plain = pw.plain
+    if rule_id == 0:
+        return f"Yours has {len(plain)}."
+    if rule_id == 4:
+        return f"Your digits add up to {digit_sum(plain)}."
+    if rule_id == 8:
+        product = roman_product(plain)
+        return (f"Your Roman numerals multiply to {product}." if product
+                else "Your password has no Roman numeral.")
+    if rule_id == 17:
+        return f"Your elements add up to {atomic_sum(plain)}."
+    if rule_id == 20:
+        return f"Yours has {plain.count(WEIGHTLIFTER)}."
+    if rule_id == 22:
+        return f"Yours has {plain.count(WORM)}."
+    if rule_id == 25:
+        return f"Yours has {pw.italic_chars} italic and {pw.bold_chars} bold characters."
+    return None
+
+
 def rule_text(rule_id: int, inst: Instance, hatched: bool = False) -> str:
     return RULES[rule_id].text(inst, hatched)
 

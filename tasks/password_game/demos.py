@@ -1,0 +1,220 @@
+"""An expert that plays like a person: short passwords for the first rules, and repairs.
+
+The solver (``solver.solve``) writes one 26-rule password (about 130 tokens of markup). A warm
+start for a small model needs what a good player does instead, turn by turn:
+
+* **the first password** (``first_password``): only rule 1 is shown, but the texts of rules 1-9
+  and 12 are the same in every game, so a player who knows the game writes a short password that
+  already holds the first ``k`` of them (a word, digits summing to 25, a month, ...). ``k`` is
+  drawn so that each next known rule is included with probability ``p``: a complete password
+  (when every rule of the game is known ahead) or one that leaves work for the feedback turns;
+* **a repair** (``repair``): after the game's verdicts, keep the password and add or change only
+  what the failing rules name (a CAPTCHA appended, the digit run rewritten so the digits again
+  sum to 25 once the CAPTCHA's digits count too, ...); every revealed rule holds afterwards.
+
+Short and varied: a word from a list, digit runs drawn among the ways to make the sum, months,
+sponsors, numerals and element symbols drawn per game, parts joined by spaces.
+Rules 13-26 (ids 12-25) need far more than an ingredient; when one of them fails, the repair is
+the solver's whole password, which holds every rule. Pure Python, no torch: the trainer's warm
+start (``gamerl.games.password_game``) plays these through its rollout, and tests check them
+against the game.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Callable, Sequence
+
+from .chemistry import has_two_letter_symbol, roman_product
+from .instance_types import Instance
+from .richtext import parse
+from .rules import MONTHS, SPONSORS, check_rules, digit_sum
+from .solver import solve
+
+__all__ = ["KNOWN_AHEAD", "MAX_REPAIRED_RULE", "first_password", "repair"]
+
+# Rules whose text is the same in every game (a player knows them before they appear): ids 0-8
+# and 11. The CAPTCHA (9) and the Wordle answer (10) are the instance's, shown only when revealed.
+KNOWN_AHEAD = (0, 1, 2, 3, 4, 5, 6, 7, 8, 11)
+MAX_REPAIRED_RULE = 11  # ids 0..11 get an ingredient; a failing later rule gets the solver's password
+
+_ROMAN = set("IVXLCDM")
+WORDS = ("garden", "sunset", "planet", "forest", "silver", "rocket", "candle", "breeze", "harbor",
+         "meadow", "puzzle", "window", "bottle", "falcon", "pencil", "orange", "tunnel", "basket",
+         "guitar", "pepper", "hello", "tiger", "apple", "river", "sugar", "purple", "bright")
+SPECIALS = "!@#$%&?-_.+=~^"  # never '*' (markup) or '\\'
+# Numerals for rule 7 alone, and the sets whose product is 35 for rule 9.
+NUMERALS = ("V", "VII", "X", "III", "XI")
+NUMERALS_35 = (("XXXV",), ("V", "VII"), ("VII", "V"))
+# Two-letter element symbols whose first letter is not a Roman numeral (it would change the
+# product of rule 9).
+SYMBOLS = ("He", "Ne", "Na", "Al", "Ar", "Fe", "Ga", "Ge", "Se", "Br", "Kr", "Sr", "Zn", "Ag",
+           "Au", "Sn", "Pb", "Ba", "Be", "Ti")
+_DIGITS_RE = re.compile(r"[0-9]+")
+_NUMERALS_RE = re.compile(r"[IVXLCDM]+")
+
+
+def _capitalizable(word: str) -> bool:
+    return word[0].upper() not in _ROMAN
+
+
+def _join(parts: Sequence[str]) -> str:
+    return " ".join(p for p in parts if p)
+
+
+def _digit_run(total: int, rng: random.Random) -> str:
+    """Digits (1-9) summing to ``total``, as few as possible, in a random order: 25 -> 997, 979,
+    799, 988, 898 or 889."""
+    n = max(1, -(-total // 9))
+    while True:
+        digits = [rng.randint(max(1, total - 9 * (n - 1)), 9) for _ in range(n - 1)]
+        last = total - sum(digits)
+        if 1 <= last <= 9:
+            return "".join(map(str, digits + [last]))
+
+
+def _outside(text: str, keep: str, fn: Callable[[str], str]) -> str:
+    """``fn`` applied to the text around every occurrence of ``keep`` (which stays as it is)."""
+    if not keep or keep not in text:
+        return fn(text)
+    return keep.join(fn(piece) for piece in text.split(keep))
+
+
+# ----------------------------------------------------------------------------- one rule each
+# Each fixer makes its rule hold and keeps the rest of the password: an ingredient appended (or
+# the digits / numerals rewritten in place of the old ones). (password, instance, rng)
+
+
+def _fix_length(pw, inst, rng):
+    return _join([pw, rng.choice(WORDS)]) if len(pw) < 5 else pw
+
+
+def _fix_number(pw, inst, rng):
+    return _join([pw, str(rng.randint(1, 99))])
+
+
+def _fix_upper(pw, inst, rng):
+    for m in re.finditer(r"(?<![A-Za-z])[a-z]", pw):  # a word's first letter, if not a numeral
+        if m.group().upper() not in _ROMAN:
+            return pw[:m.start()] + m.group().upper() + pw[m.end():]
+    word = rng.choice([w for w in WORDS if _capitalizable(w)])
+    return _join([word.capitalize(), pw])
+
+
+def _fix_special(pw, inst, rng):
+    return _join([pw, rng.choice(SPECIALS)])
+
+
+def _replace(pw: str, pattern: re.Pattern, new: str, keep: str = "") -> str:
+    """``pw`` with its first match of ``pattern`` (outside ``keep``) replaced by ``new`` and the
+    other matches removed; ``new`` appended when nothing matched."""
+    placed: list[bool] = []
+
+    def swap(m: re.Match) -> str:
+        if placed:
+            return ""
+        placed.append(True)
+        return new
+
+    out = re.sub(r"  +", " ", _outside(pw, keep, lambda s: pattern.sub(swap, s))).strip()
+    return out if placed else _join([out, new])
+
+
+def _fix_digit_sum(pw, inst, rng):
+    """The digits outside the CAPTCHA become one run (where the first was) that brings the sum
+    to 25."""
+    captcha = inst.captcha if inst.captcha in pw else ""
+    kept = sum(int(c) for c in captcha if c.isdigit())
+    return _replace(pw, _DIGITS_RE, _digit_run(25 - kept, rng), keep=captcha)
+
+
+def _fix_month(pw, inst, rng):
+    month = rng.choice(MONTHS)
+    if _capitalizable(month) and rng.random() < 0.5:
+        month = month.capitalize()
+    return _join([pw, month])
+
+
+def _fix_numeral(pw, inst, rng):
+    return _join([pw, rng.choice(NUMERALS)])
+
+
+def _fix_product(pw, inst, rng):
+    """The numerals become a set whose product is 35, where the first one was. They are the only
+    uppercase I V X L C D M the expert writes: its capitalised words, months and element symbols
+    never start with one; CAPTCHAs and Wordle answers are lowercase."""
+    return _replace(pw, _NUMERALS_RE, " ".join(rng.choice(NUMERALS_35)))
+
+
+def _fix_sponsor(pw, inst, rng):
+    return _join([pw, rng.choice(SPONSORS)])
+
+
+def _fix_captcha(pw, inst, rng):
+    return _join([pw, inst.captcha])
+
+
+def _fix_wordle(pw, inst, rng):
+    return _join([pw, inst.wordle])
+
+
+def _fix_symbol(pw, inst, rng):
+    return _join([pw, rng.choice(SYMBOLS)])
+
+
+FIXERS: dict[int, Callable[[str, Instance, random.Random], str]] = {
+    0: _fix_length, 1: _fix_number, 2: _fix_upper, 3: _fix_special, 4: _fix_digit_sum,
+    5: _fix_month, 6: _fix_numeral, 7: _fix_sponsor, 8: _fix_product, 9: _fix_captcha,
+    10: _fix_wordle, 11: _fix_symbol,
+}
+assert set(FIXERS) == set(range(MAX_REPAIRED_RULE + 1))
+
+
+def _holds(pw: str, inst: Instance, rules: Sequence[int], hatched: bool = False) -> list[int]:
+    """The rules of ``rules`` that ``pw`` breaks."""
+    n = max(rules, default=-1) + 1
+    verdicts = check_rules(parse(pw), inst, n, hatched)
+    return [r for r in rules if not verdicts[r]]
+
+
+def _close(pw: str, inst: Instance, rules: Sequence[int], rng: random.Random,
+           hatched: bool = False) -> str | None:
+    """Fix the broken rules of ``rules`` one at a time, in order, until all of them hold (a fix
+    can break an earlier rule: the CAPTCHA's digits, a month with a capital M); None if it
+    cannot (a rule past MAX_REPAIRED_RULE, or no progress)."""
+    for _ in range(3 * len(rules) + 3):
+        broken = _holds(pw, inst, rules, hatched)
+        if not broken:
+            return pw
+        if broken[0] > MAX_REPAIRED_RULE:
+            return None
+        pw = FIXERS[broken[0]](pw, inst, rng)
+    return None
+
+
+def first_password(inst: Instance, num_rules: int, rng: random.Random, p: float) -> str:
+    """A first-turn password: a word, then the ingredients of the first ``k`` rules known ahead
+    (KNOWN_AHEAD, within the game's ``num_rules``), each next one with probability ``p``. All of
+    those rules hold; later ones may hold by chance."""
+    known = [r for r in KNOWN_AHEAD if r < num_rules]
+    k = 1
+    while k < len(known) and rng.random() < p:
+        k += 1
+    for _ in range(20):
+        pw = _close(rng.choice(WORDS), inst, known[:k], rng)
+        if pw is not None:
+            return pw
+    raise RuntimeError(f"no first password for seed {inst.seed}")  # not seen in 10,000 games
+
+
+def repair(inst: Instance, password: str, verdicts: Sequence[bool | None], rng: random.Random,
+           hatched: bool = False) -> str:
+    """The next password after the game's ``verdicts`` on ``password`` (one per revealed rule):
+    the same password with what the failing rules name added or changed, so that every revealed
+    rule holds. The solver's password (every rule) when a failing rule is past MAX_REPAIRED_RULE."""
+    revealed = list(range(len(verdicts)))
+    if all(verdicts):
+        return password
+    fixed = _close(password, inst, revealed, rng, hatched)
+    return fixed if fixed is not None else solve(inst, hatched=hatched)

@@ -1,0 +1,126 @@
+"""The Password Game's expert (tasks/password_game/demos.py): the warm start's demonstrations for a
+real model. They must hold what they claim on the real game, for many seeds; repairs keep what
+held; played through the game they score near the solver, far above the zero-shot SmolLM2 (2.84
+of 6 rules, 0% success: docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from tasks.password_game import make_instance
+from tasks.password_game.demos import KNOWN_AHEAD, MAX_REPAIRED_RULE, first_password, repair
+from tasks.password_game.game import GameConfig, PasswordGame, RewardConfig
+from tasks.password_game.richtext import parse
+from tasks.password_game.rules import broken_rule_detail, check_rules, digit_sum
+
+SEEDS = range(300)
+
+
+@pytest.mark.parametrize("num_rules", [6, 12])
+def test_first_password_with_p1_holds_every_rule_known_ahead(num_rules):
+    rng = random.Random(0)
+    known = [r for r in KNOWN_AHEAD if r < num_rules]
+    for seed in SEEDS:
+        inst = make_instance(seed)
+        pw = first_password(inst, num_rules, rng, p=1.0)
+        verdicts = check_rules(parse(pw), inst, num_rules)
+        assert all(verdicts[r] for r in known), (seed, pw, verdicts)
+        assert len(pw) <= 60, pw  # short: a word and the ingredients, no markup
+
+
+def test_first_password_holds_a_prefix_and_varies():
+    rng = random.Random(1)
+    held, passwords = [], set()
+    for seed in SEEDS:
+        inst = make_instance(seed)
+        pw = first_password(inst, 6, rng, p=0.5)
+        verdicts = check_rules(parse(pw), inst, 6)
+        assert verdicts[0], pw  # rule 1, the one shown, always holds
+        held.append(next((i for i, v in enumerate(verdicts) if not v), 6))
+        passwords.add(pw)
+    assert len(passwords) > 120  # varied: words, digit runs, months, specials drawn per game
+    assert 0 < sum(h == 6 for h in held) < len(held)  # some complete, some leave work
+
+
+def _play(num_rules: int, max_steps: int, p: float, seeds=SEEDS):
+    """The expert's episodes through the real game: (final info, [(password, verdicts)])."""
+    rng = random.Random(2)
+    for seed in seeds:
+        game = PasswordGame(GameConfig(max_steps=max_steps, num_rules=num_rules,
+                                       reward=RewardConfig(mode="delta")))
+        game.reset(seed)
+        pw, turns = first_password(game.instance, num_rules, rng, p), []
+        while True:
+            step = game.step(pw)
+            verdicts = [r["satisfied"] for r in step.info["rules"]]
+            turns.append((step.observation["last_password"], verdicts))
+            if step.done:
+                break
+            pw = repair(game.instance, step.observation["last_password"], verdicts, rng,
+                        step.observation["hatched"])
+        yield game.instance, step.info, turns
+
+
+def test_repairs_keep_what_held_and_fix_what_broke():
+    """Each repair holds every rule revealed so far (those that held and those that broke), and
+    keeps the previous password's parts: only digits and numerals may be rewritten, and a
+    word's first letter capitalised (rule 3)."""
+    repaired = 0
+    for inst, _, turns in _play(12, 5, 0.5):
+        for (before, verdicts), (after, _) in zip(turns, turns[1:]):
+            now = check_rules(parse(after), inst, len(verdicts))
+            assert all(now), (before, verdicts, after, now)
+            kept = [part.lower() for part in before.split()
+                    if not re.fullmatch(r"[0-9IVXLCDM]+", part)]
+            assert all(part in after.lower().split() for part in kept), (before, after)
+            repaired += not all(verdicts)
+    assert repaired > 300
+
+
+def test_digit_repair_counts_the_captcha():
+    """Rule 10 appends the CAPTCHA; when its digits push the sum past 25, the same repair
+    rewrites the expert's own digit run, in place, and leaves the CAPTCHA alone."""
+    seen = 0
+    for seed in range(400):
+        inst = make_instance(seed)
+        if not any(c.isdigit() for c in inst.captcha):
+            continue
+        pw = "Garden 997 ! may XXXV pepsi"
+        verdicts = check_rules(parse(pw), inst, 10)
+        assert verdicts[:9] == [True] * 9 and not verdicts[9]
+        after = repair(inst, pw, verdicts, random.Random(seed))
+        assert inst.captcha in after and digit_sum(after) == 25, after
+        assert after.startswith("Garden "), after
+        seen += 1
+    assert seen > 50
+
+
+@pytest.mark.parametrize("num_rules,max_steps,p,rules_min,success_min", [
+    (6, 3, 0.9, 5.3, 0.65),    # measured over 1,000 games: 5.42 rules, 73% success
+    (12, 5, 0.95, 10.3, 0.6),  # measured over 1,000 games: 10.68 rules, 70% success
+])
+def test_demonstrations_score_near_the_solver(num_rules, max_steps, p, rules_min, success_min):
+    results = [info for _, info, _ in _play(num_rules, max_steps, p)]
+    rules = sum(i["rules_satisfied"] for i in results) / len(results)
+    success = sum(i["success"] for i in results) / len(results)
+    assert rules >= rules_min and success >= success_min, (rules, success)
+
+
+def test_a_later_rule_is_repaired_with_the_solvers_password():
+    inst = make_instance(5)
+    verdicts = [True] * 13 + [False]  # rule 14 (the country) breaks: past what the expert adds
+    assert len(verdicts) - 1 > MAX_REPAIRED_RULE
+    after = repair(inst, "anything", verdicts, random.Random(0))
+    assert all(check_rules(parse(after), inst, 14))
+
+
+def test_broken_rule_detail_says_where_the_password_stands():
+    assert broken_rule_detail(4, parse("Hello1!")) == "Your digits add up to 1."
+    assert broken_rule_detail(0, parse("abc")) == "Yours has 3."
+    assert broken_rule_detail(8, parse("XIV may")) == "Your Roman numerals multiply to 14."
+    assert broken_rule_detail(8, parse("may")) == "Your password has no Roman numeral."
+    assert broken_rule_detail(25, parse("**a***b*")) == "Yours has 1 italic and 1 bold characters."
+    assert broken_rule_detail(2, parse("hello")) is None  # nothing to count
