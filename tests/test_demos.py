@@ -124,3 +124,66 @@ def test_broken_rule_detail_says_where_the_password_stands():
     assert broken_rule_detail(8, parse("may")) == "Your password has no Roman numeral."
     assert broken_rule_detail(25, parse("**a***b*")) == "Yours has 1 italic and 1 bold characters."
     assert broken_rule_detail(2, parse("hello")) is None  # nothing to count
+
+
+def _return(game_config, seed: int, passwords: list[str]) -> float:
+    game = PasswordGame(game_config)
+    game.reset(seed)
+    return sum(game.step(pw).reward for pw in passwords)
+
+
+def test_the_smollm2_presets_returns_favour_trying_over_stalling():
+    """With delta rewards an episode's return is its final score, and with bonus_min_rules=6
+    the +10 pays a win only: a repair that fails costs a few length-penalty cents against the
+    stall, one that wins pays 12 more. Hand-computed: score = rules - 0.01 * length (+10 won)."""
+    from gamerl.config import get_config
+
+    gc = get_config("smollm2-135m").game_config()
+    stall = _return(gc, 7, ["Hello1!", "Hello1!", "Hello1!"])  # 4 of 5 rules, every turn
+    failed = _return(gc, 7, ["Hello1!", "Hello99!", "Hello99!"])  # digits 18: still 4 of 5
+    won = _return(gc, 7, ["Hello1!", "Hello997!", "Hello997!may"])  # 5 of 6, then all 6
+    assert stall == pytest.approx(4 - 0.07)
+    assert failed == pytest.approx(4 - 0.08)
+    assert won == pytest.approx(6 + 10 - 0.12)
+    # trying pays as soon as it wins once in (12.05 / 0.01 + 1) tries
+    assert (won - stall) / (stall - failed) > 1000
+
+
+def test_expert_demonstrations_train_on_the_answers_only(tiny_dir):
+    """The warm start's examples (gamerl.core.warmstart.demonstrations) with the expert: whole
+    episodes in the model's chat template; the loss mask covers exactly each turn's password
+    and the <|im_end|> that closes it, never the prompt or the game's feedback."""
+    from gamerl.config import get_config
+    from gamerl.core.warmstart import demonstrations
+    from gamerl.models import load_policy
+
+    _, tok = load_policy(str(tiny_dir), device="cpu")
+    cfg = get_config("smollm2-135m", model=str(tiny_dir), warmstart_examples=24)
+    assert cfg.warmstart_demos == "expert"
+    examples = demonstrations(cfg, tok, seed=0)
+    assert len(examples) == 24
+    multi_turn = 0
+    for ids, mask in examples:
+        assert len(ids) == len(mask) and mask[0] == 0
+        # the masked spans, each one answer: "<password><|im_end|>"
+        spans, current = [], []
+        for token, m in zip(ids, mask):
+            if m:
+                current.append(token)
+            elif current:
+                spans.append(current)
+                current = []
+        if current:
+            spans.append(current)
+        answers = [tok.decode(span) for span in spans]
+        assert all(a.endswith("<|im_end|>") for a in answers), answers
+        passwords = [a.removesuffix("<|im_end|>") for a in answers]
+        text = tok.decode(ids)
+        # every answer after the first is a repair of the password the feedback restated
+        for before, after in zip(passwords, passwords[1:]):
+            assert f"Your password: {before}" in text
+            assert set(before.lower().split()) - set(after.lower().split()) <= {
+                w for w in before.split() if w.isdigit() or set(w) <= set("IVXLCDM")}
+        assert "<|im_start|>user" not in "".join(answers)
+        multi_turn += len(passwords) > 1
+    assert multi_turn >= 4  # repairs are shown, not only first passwords

@@ -73,12 +73,15 @@ def run_notebook(tmp_path, monkeypatch, cell_timeout: int = 600, **env):
     return code_cells, "".join(_text(c) for c in code_cells), out
 
 
-def check_results(code_cells, text, out, games: int = 8):
+def check_results(code_cells, text, out, games: int = 8, zero_shot: bool = True):
     assert "<|im_start|>user" in text  # the first prompt was printed
-    # the comparison table: baseline vs trained (plus solver and random), on the held-out games
+    # the comparison table: zero-shot (a preset with a warm start), baseline vs trained (plus
+    # solver and random), on the held-out games
     table = (out / "comparison.txt").read_text()
-    for row in ("baseline", "trained", "solver (all rules)", "random strings (floor)"):
+    rows = ["baseline", "trained", "solver (all rules)", "random strings (floor)"]
+    for row in ["zero_shot"] * zero_shot + rows:
         assert re.search(rf"^{re.escape(row)}\s+-?\d", table, re.M), table
+    assert ("zero_shot" in table) == zero_shot
     assert table in text
     for fig in ("training_curves.png", "success_rate.png", "rule_pass_rates.png"):
         assert (out / fig).stat().st_size > 1000
@@ -136,4 +139,4 @@ def test_notebook_on_the_qwen3_preset_with_random_weights(tmp_path, monkeypatch)
         GAMERL_NB_MODEL="qwen3-0.6b-random", GAMERL_NB_EPISODES="4", GAMERL_NB_EVAL="4", GAMERL_NB_MAX_STEPS="2",
         GAMERL_NB_MAX_NEW_TOKENS="8")
     assert "MODEL: qwen3-0.6b-random (preset 'qwen3-0.6b') because PRESET='qwen3-0.6b'" in text
-    check_results(code_cells, text, out, games=4)
+    check_results(code_cells, text, out, games=4, zero_shot=False)  # no warm start

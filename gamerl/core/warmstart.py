@@ -1,20 +1,22 @@
 """Warm start: a short supervised fine-tune (SFT) on demonstrations, so RL has something to improve.
 
-The embedded ``tiny`` model starts from random weights: it would never produce a password-shaped
-answer, let alone close its turn with <|im_end|>, and PPO would have no signal. So before PPO we
-teach it the *format* with demonstrations:
+RL only re-weights answers the policy already samples. The embedded ``tiny`` model starts from
+random weights: it would never produce a password-shaped answer, let alone close its turn with
+<|im_end|>. A pretrained model such as SmolLM2-135M answers, but never samples the answers that
+pay (a digit run summing to 25), so PPO converges on whatever cheap pattern pays a little. So
+before PPO the model imitates demonstrations (``cfg.warmstart_demos``):
 
 * demonstrations are whole episodes on training seeds, played through ``rollout`` against the
-  real game, so every prompt is rendered exactly as in PPO (system prompt + first observation,
-  then the feedback messages of later turns);
-* every answer is a *stage-appropriate* password, closed with <|im_end|>. The first observation
-  shows only rule 1 (at least 5 characters), so a demonstration must satisfy that and nothing
-  more; later answers are drawn the same way and ignore the feedback. Each
-  ingredient that a later rule of the configured game wants (a digit, an uppercase letter, a
-  special character, digits summing to 25, a month, ...) is added independently with probability
-  ``warmstart_extra_prob``. The demonstrations are therefore diverse and mostly incomplete: the
-  warm-started policy sometimes stumbles on a good password, and RL must find out which
-  ingredients the rules reward. (Demonstrations from the solver would leave RL nothing to do.)
+  real game, so every prompt is rendered exactly as in PPO, in the model's own chat template
+  (system prompt + first observation, then the feedback messages of later turns);
+* ``"format"`` (the tiny preset): every answer is a stage-appropriate password that ignores the
+  feedback; each ingredient a later rule wants (a digit, an uppercase letter, digits summing to
+  25, a month, ...) is added independently with probability ``warmstart_extra_prob``. Diverse
+  and mostly incomplete: the format, not the skill, so RL must find out what the rules reward;
+* ``"expert"`` (the SmolLM2 presets): the game's expert (``Task.expert_demo``; the Password
+  Game's ``tasks.password_game.demos``) writes a short first password that holds the rules a
+  player knows ahead, then repair turns that keep the password and change only what the
+  feedback names: the multi-turn skill, scoring near the solver, which RL then sharpens;
 * loss only on the answer tokens (prompt and feedback are context, not something to imitate).
 
 The result is cached in ``<run_dir>/warmstart`` with a marker of the settings that made it; a
