@@ -4,6 +4,7 @@
     python bench/doc_numbers.py quick --write       # rerun it and rewrite its block in the doc
     python bench/doc_numbers.py main-run RUN_DIR    # the main run's block from RUN_DIR/summary.json
     python bench/doc_numbers.py main-run RUN_DIR --write   # ... into README.md and benchmarks.md
+    python bench/doc_numbers.py spread RUN_DIR RUN_DIR ...  # one preset over seeds: mean, min, max
 
 Two kinds of numbers, two marked blocks (``<!-- NAME:begin ... -->`` to ``<!-- NAME:end -->``):
 
@@ -236,6 +237,50 @@ def cmd_main_run(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------- several seeds
+
+STAGES = (("zero_shot", "zero-shot"), ("baseline", "after the warm start"),
+          ("final", "after PPO"))
+
+
+def spread_table(summaries: list[dict]) -> str:
+    """Runs of one preset over several seeds (each a summary.json): a row per seed and stage,
+    then the mean, min and max of each stage (each column on its own, per-rule pass rates
+    too). The rows a learning result is reported with: never one run."""
+    num_rules = summaries[0]["config"]["num_rules"]
+    stages = [(k, name) for k, name in STAGES if all(k in s for s in summaries)]
+    lines = [f"| seed | policy | reward | rules satisfied (of {num_rules}) | success | turns |"
+             " per-rule pass rate |", "|---|---|---|---|---|---|---|"]
+
+    def row(seed: str, name: str, rows: list[dict], how) -> str:
+        reward, rules, success, turns = (how([r[k] for r in rows]) for k in (
+            "reward", "rules_satisfied", "success_rate", "turns"))
+        rates = [how([r["per_rule_pass_rate"][i] for r in rows]) for i in range(num_rules)]
+        return (f"| {seed} | {name} | {reward:.2f} | {rules:.2f} | {success:.1%} | {turns:.2f} | "
+                + " ".join(f"{x:.2f}" for x in rates) + " |")
+
+    for s in summaries:
+        for key, name in stages:
+            lines.append(row(str(s["config"]["seed"]), name, [s[key]], lambda v: v[0]))
+    for how_name, how in (("mean", lambda v: sum(v) / len(v)), ("min", min), ("max", max)):
+        for key, name in stages:
+            lines.append(row(how_name, name, [s[key] for s in summaries], how))
+    for key in summaries[0].get("references", []):
+        lines.append(row("", summaries[0][key].get("label", key), [summaries[0][key]],
+                         lambda v: v[0]))
+    return "\n".join(lines) + "\n"
+
+
+def cmd_spread(args: argparse.Namespace) -> int:
+    summaries = [json.loads((Path(d) / "summary.json").read_text()) for d in args.run_dirs]
+    presets = {s["config"].get("preset") for s in summaries}
+    if len(presets) != 1 or len({s["config"]["seed"] for s in summaries}) != len(summaries):
+        raise SystemExit("spread: give runs of one preset with different seeds "
+                         f"(presets {sorted(map(str, presets))})")
+    print(spread_table(summaries), end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -249,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--write", action="store_true", help="into README.md and docs/benchmarks.md")
     m.add_argument("--allow-dirty", action="store_true")
     m.set_defaults(fn=cmd_main_run)
+    s = sub.add_parser("spread", help="runs of one preset over several seeds: every row, then "
+                                      "mean, min and max")
+    s.add_argument("run_dirs", nargs="+")
+    s.set_defaults(fn=cmd_spread)
     args = parser.parse_args(argv)
     return args.fn(args)
 

@@ -141,3 +141,24 @@ def test_env_turn_ids_thinking_on_has_no_empty_think_block(qwen3_tok):
     off = qwen3_tok.decode(env_turn_ids(qwen3_tok, "fb", True))
     assert on == "\n<|im_start|>user\nfb<|im_end|>\n<|im_start|>assistant\n"
     assert off == on + "<think>\n\n</think>\n\n"
+
+
+def test_qwen3_presets_expert_demonstrations_use_its_template_thinking_off(qwen3_tok):
+    """The qwen3-0.6b preset's warm start (issue 21): the expert's games rendered in Qwen3's own
+    chat template with thinking off (every answer after an empty <think></think> block, which
+    is context), the loss on the password and its <|im_end|> only."""
+    from gamerl.config import get_config
+    from gamerl.core.warmstart import demonstrations
+
+    cfg = get_config("qwen3-0.6b", model="qwen3-0.6b-random", warmstart_examples=6, max_steps=4)
+    assert cfg.warmstart and cfg.warmstart_demos == "expert"
+    for ids, mask in demonstrations(cfg, qwen3_tok, seed=0):
+        ep = type("Ep", (), {"token_ids": ids, "policy_mask": mask})
+        runs = segments(qwen3_tok, ep)
+        prompts, answers = runs[0::2], runs[1::2]
+        assert answers and mask[0] == 0
+        for before, answer in zip(prompts, answers):
+            assert qwen3_tok.decode(before).endswith(
+                "<|im_start|>assistant\n<think>\n\n</think>\n\n"), qwen3_tok.decode(before)[-80:]
+            text = qwen3_tok.decode(answer)
+            assert text.endswith("<|im_end|>") and "<think>" not in text, text

@@ -95,3 +95,20 @@ def test_blocks_are_replaced_between_their_markers():
     assert doc_numbers.read_block(new, "x") == "new 1\nnew 2\n"
     with pytest.raises(ValueError, match="no <!-- y:begin"):
         doc_numbers.read_block(text, "y")
+
+
+def test_spread_table_gives_every_seed_then_mean_min_max():
+    def row(rules, success, rates):
+        return {"reward": rules, "rules_satisfied": rules, "success_rate": success, "turns": 1.0,
+                "per_rule_pass_rate": rates}
+
+    runs = [{"config": {"num_rules": 2, "seed": seed}, "references": [],
+             "zero_shot": row(1.0, 0.0, [1.0, 0.0]), "baseline": row(b, 0.5, [1.0, 0.5]),
+             "final": row(f, 1.0, [1.0, r])} for seed, b, f, r in ((0, 1.5, 2.0, 1.0),
+                                                                 (1, 1.0, 1.5, 0.5))]
+    lines = doc_numbers.spread_table(runs).splitlines()
+    assert len(lines) == 2 + 6 + 9  # header, 2 seeds x 3 stages, mean/min/max x 3 stages
+    assert "| 1 | after the warm start | 1.00 | 1.00 | 50.0% | 1.00 | 1.00 0.50 |" in lines
+    assert "| mean | after PPO | 1.75 | 1.75 | 100.0% | 1.00 | 1.00 0.75 |" in lines
+    assert "| min | after PPO | 1.50 | 1.50 | 100.0% | 1.00 | 1.00 0.50 |" in lines
+    assert "| max | after the warm start | 1.50 | 1.50 | 50.0% | 1.00 | 1.00 0.50 |" in lines

@@ -74,6 +74,7 @@ def run_notebook(tmp_path, monkeypatch, cell_timeout: int = 600, **env):
 
 
 def check_results(code_cells, text, out, games: int = 8, zero_shot: bool = True):
+    """``zero_shot``: the preset has a warm start (tiny, smollm2-135m, qwen3-0.6b all have)."""
     assert "<|im_start|>user" in text  # the first prompt was printed
     # the comparison table: zero-shot (a preset with a warm start), baseline vs trained (plus
     # solver and random), on the held-out games
@@ -139,4 +140,4 @@ def test_notebook_on_the_qwen3_preset_with_random_weights(tmp_path, monkeypatch)
         GAMERL_NB_MODEL="qwen3-0.6b-random", GAMERL_NB_EPISODES="4", GAMERL_NB_EVAL="4", GAMERL_NB_MAX_STEPS="2",
         GAMERL_NB_MAX_NEW_TOKENS="8")
     assert "MODEL: qwen3-0.6b-random (preset 'qwen3-0.6b') because PRESET='qwen3-0.6b'" in text
-    check_results(code_cells, text, out, games=4, zero_shot=False)  # no warm start
+    check_results(code_cells, text, out, games=4)

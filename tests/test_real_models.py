@@ -84,15 +84,19 @@ def test_qwen3_0_6b_preset_end_to_end_on_random_weights(tmp_path):
     cfg = get_config("qwen3-0.6b", model="qwen3-0.6b-random", device="cpu", dtype="float32",
                      epochs=1, episodes_per_epoch=2, minibatch_size=2, ppo_epochs=1,
                      eval_episodes=2, max_steps=2, max_new_tokens=8, wandb_mode="disabled",
+                     warmstart_steps=2, warmstart_examples=4, warmstart_batch_size=2,
                      progress=False)
     assert cfg.gradient_checkpointing and cfg.micro_batch_size == 1 and not cfg.lora
-    trainer = Trainer(cfg, tmp_path / "run")
+    assert cfg.warmstart and cfg.warmstart_demos == "expert"
+    trainer = Trainer(cfg, tmp_path / "run")  # zero-shot evaluation, then the expert warm start
+    assert trainer.zero_shot["episodes"] == 2 and trainer.warmstart_stats["steps"] == 2
     lm = trainer.policy.lm
     assert type(lm).__name__ == "Qwen3ForCausalLM"
     assert (lm.config.num_hidden_layers, lm.config.hidden_size, lm.config.vocab_size) == (28, 1024, 151_936)
     assert trainer.tokenizer.convert_tokens_to_ids("<|im_end|>") == 151_645  # Qwen's own ids
     summary = trainer.train()
     assert summary["baseline"]["episodes"] == 2 and summary["final"]["episodes"] == 2
+    assert summary["zero_shot"]["episodes"] == 2
     epoch = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
              if json.loads(line).get("kind") == "epoch"]
     assert len(epoch) == 1 and epoch[0]["update/optimizer_steps"] >= 1

