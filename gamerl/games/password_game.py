@@ -31,6 +31,9 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
+from tasks.password_game.demos import SPECIALS, WORDS as EXPERT_WORDS
+from tasks.password_game.rules import MONTHS, SPONSORS
+
 from .base import (MakeEnv, SampleTable, Task, code_span, elide, extract_answer, seed_eval,
                    seed_instances, seed_start)
 
@@ -130,13 +133,9 @@ SAMPLE_TABLE = SampleTable(header=("seed", "passwords", "rules held/revealed"), 
 
 # ----------------------------------------------------------------------------- warm start
 
-WORDS = ("garden", "sunset", "planet", "forest", "silver", "rocket", "candle", "breeze", "harbor",
-         "meadow", "puzzle", "window", "bottle", "falcon", "pencil", "orange", "tunnel", "basket",
-         "guitar", "pepper")
-MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
-          "october", "november", "december")
-SPONSORS = ("pepsi", "starbucks", "shell")
-SPECIALS = "!@#$%&?-_.+=~^"  # never '*' (markup) or '\\'
+# The format demonstrations draw from the expert's lists (tasks.password_game.demos), the first 20
+# words only: the tiny preset's measured runs used those.
+WORDS = EXPERT_WORDS[:20]
 # Digit runs that sum to 25, the kind a person knows by heart. With random compositions instead,
 # RL must learn digit arithmetic from a sparse reward, far beyond a few CPU minutes for tiny.
 SUM25_RUNS = ("997", "889", "1996", "4759", "2788")

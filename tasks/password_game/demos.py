@@ -26,13 +26,12 @@ import random
 import re
 from typing import Callable, Sequence
 
-from .chemistry import has_two_letter_symbol, roman_product
 from .instance_types import Instance
 from .richtext import parse
-from .rules import MONTHS, SPONSORS, check_rules, digit_sum
+from .rules import MONTHS, SPONSORS, check_rules
 from .solver import solve
 
-__all__ = ["KNOWN_AHEAD", "MAX_REPAIRED_RULE", "first_password", "repair"]
+__all__ = ["KNOWN_AHEAD", "MAX_REPAIRED_RULE", "SPECIALS", "WORDS", "first_password", "repair"]
 
 # Rules whose text is the same in every game (a player knows them before they appear): ids 0-8
 # and 11. The CAPTCHA (9) and the Wordle answer (10) are the instance's, shown only when revealed.
