@@ -9,8 +9,9 @@
     the password restated ("Your password: ..."), then only the rules that changed the picture:
     newly revealed rules (with their verdict) and revealed rules the password now breaks; a
     broken counting rule says where the password stands ("Your digits add up to 14.":
-    ``tasks.password_game.rules.broken_rule_detail``), so a small model can see what to change. Rules that still hold are not repeated: they are in
-    the context already, and repeating all of them would make a 30-turn episode
+    ``tasks.password_game.rules.broken_rule_detail``), so a small model can see what to change.
+    Rules that still hold are not repeated: they are in the context already, and repeating all
+    of them would make a 30-turn episode
     O(turns x rules) tokens. If the game altered the password (fire, Paul hatching) the message
     shows the altered password;
   - ``"full"``: the game's whole observation text every turn (simple, long); ``"latest"`` is
@@ -32,14 +33,15 @@ import random
 from typing import Any, Callable
 
 from tasks.password_game.demos import SPECIALS, WORDS as EXPERT_WORDS
-from tasks.password_game.rules import MONTHS, SPONSORS
+from tasks.password_game.richtext import parse
+from tasks.password_game.rules import MONTHS, SPONSORS, broken_rule_detail
 
 from .base import (MakeEnv, SampleTable, Task, code_span, elide, extract_answer, seed_eval,
                    seed_instances, seed_start)
 
 __all__ = ["MONTHS", "SPECIALS", "SPONSORS", "SUM25_RUNS", "SYSTEM_PROMPT", "WORDS",
-           "demo_password", "expert_answer", "extract_password", "feedback_message", "make_task", "num_revealed",
-           "password_game_config", "password_rule_labels", "password_solver_answer",
+           "demo_password", "expert_answer", "extract_password", "feedback_message", "make_task",
+           "num_revealed", "password_game_config", "password_rule_labels", "password_solver_answer",
            "rule_verdicts", "rules_satisfied"]
 
 SYSTEM_PROMPT = ("You are playing the Password Game. Reply with your next password only, on one "
@@ -56,9 +58,6 @@ def feedback_message(obs: dict[str, Any], info: dict[str, Any], submitted: str,
     """The user message after a submission (see the module docstring)."""
     if style == "full":
         return obs["text"]
-    from tasks.password_game.richtext import parse
-    from tasks.password_game.rules import broken_rule_detail
-
     lines = [f"Turn {obs['turn']} of {obs['max_steps']}. "
              f"{info['rules_satisfied']} of {info['num_revealed']} rules hold."]
     password = obs.get("last_password")

@@ -36,7 +36,8 @@ __all__ = ["KNOWN_AHEAD", "MAX_REPAIRED_RULE", "SPECIALS", "WORDS", "first_passw
 # Rules whose text is the same in every game (a player knows them before they appear): ids 0-8
 # and 11. The CAPTCHA (9) and the Wordle answer (10) are the instance's, shown only when revealed.
 KNOWN_AHEAD = (0, 1, 2, 3, 4, 5, 6, 7, 8, 11)
-MAX_REPAIRED_RULE = 11  # ids 0..11 get an ingredient; a failing later rule gets the solver's password
+# Ids 0..11 get an ingredient; a failing later rule gets the solver's whole password.
+MAX_REPAIRED_RULE = 11
 
 _ROMAN = set("IVXLCDM")
 WORDS = ("garden", "sunset", "planet", "forest", "silver", "rocket", "candle", "breeze", "harbor",
