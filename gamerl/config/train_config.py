@@ -457,7 +457,8 @@ SMOLLM2_135M_PRESET = dict(
 # game's own and appear only when revealed, so a win takes at least 3 turns (5 here); the
 # expert's first password holds the rules known ahead with probability 0.95 per next rule (it
 # scores 10.7 of 12, 70% success in 5 turns); the +10 pays a win only; answers grow to ~40
-# tokens.
+# tokens. An epoch takes ~3 minutes (5 turns), the warm start ~7 and each 64-game evaluation
+# 3-4, so 8 epochs fit 45 minutes (docs/benchmarks.md).
 SMOLLM2_135M_R12_PRESET = dict(
     SMOLLM2_135M_PRESET,
     num_rules=12,
@@ -465,6 +466,7 @@ SMOLLM2_135M_R12_PRESET = dict(
     bonus_min_rules=12,
     max_new_tokens=48,
     max_context_tokens=3072,
+    epochs=8,
     warmstart_extra_prob=0.95,
 )
 
