@@ -154,3 +154,28 @@ def test_cli_evaluate_on_a_server_with_fewer_sessions_than_the_batch(tiny_dir, t
         other.close()
     finally:
         stop_server(proc)
+
+
+def test_without_lost_keeps_every_row_field_aligned(tiny_dir, tmp_path):
+    """Dropping a lost episode drops its row from every per-row tensor, the frozen bottom's
+    output too (trainable_layers, the smollm2-135m preset's setting): before the fix the trunk
+    cache kept all rows, so every later row was updated from another episode's hidden states
+    (issue 22, defect 1)."""
+    import torch
+
+    from gamerl.core.epoch import collect, without_lost
+
+    cfg = cfg_for(tiny_dir, trainable_layers=1)
+    trainer = Trainer(cfg, tmp_path / "run")
+    try:
+        batch = collect(trainer.policy, trainer.reference, trainer.tokenizer,
+                        epoch_seeds(cfg, 0), local_env_factory(cfg), cfg)
+        assert batch.trunk_cache is not None and len(batch) == 4
+        batch.episodes[1].lost = True
+        kept = without_lost(batch)
+        assert len(kept) == 3 and kept.trunk_cache.shape[0] == 3
+        for new, old in enumerate([0, 2, 3]):
+            assert torch.equal(kept.input_ids[new], batch.input_ids[old])
+            assert torch.equal(kept.trunk_cache[new], batch.trunk_cache[old])
+    finally:
+        trainer.close()

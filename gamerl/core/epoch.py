@@ -583,9 +583,12 @@ def without_lost(batch: PPOBatch) -> PPOBatch:
     if len(keep) == len(batch):
         return batch
     idx = torch.tensor(keep, dtype=torch.long, device=batch.input_ids.device)
+    # Every per-row tensor of PPOBatch ([B, ...]) that is filled; trunk_cache too, or later
+    # rows would be updated from another episode's frozen-layer states (shapes still match).
     rows = {name: getattr(batch, name)[idx] for name in (
         "input_ids", "attention_mask", "mask", "env_rewards", "gen_logprobs", "old_logprobs",
-        "old_values", "ref_logprobs", "group_ids")}
+        "old_values", "ref_logprobs", "group_ids", "trunk_cache", "rewards", "advantages",
+        "returns") if getattr(batch, name) is not None}
     index = support_rows(rows["mask"]) if batch.support is not None else None
     return replace(batch, episodes=[batch.episodes[i] for i in keep], support_index=index,
                    **rows)
