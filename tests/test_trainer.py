@@ -270,3 +270,34 @@ def test_fresh_run_refuses_to_overwrite_a_checkpoint(setup, tmp_path):
     save_checkpoint(tmp_path / "last", policy, tok, None, {"epoch": 1}, cfg.to_dict())
     with pytest.raises(FileExistsError, match="--resume"):
         Trainer(cfg, tmp_path)
+
+
+def test_best_is_chosen_on_held_out_rewards_only_when_evaluating(tiny_dir, tmp_path,
+                                                                  monkeypatch):
+    """With eval_every, best/ compares held-out rewards only (the evaluated epochs, the last
+    one's being the final evaluation), never a training batch's reward on other games. Before
+    the fix, epoch 3's batch reward (50, on training games) beat epoch 2's held-out 1.0 and was
+    kept as best (issue 22, defect 2)."""
+    import gamerl.core.trainer as trainer_module
+
+    cfg = get_config("tiny", model=str(tiny_dir), epochs=3, eval_every=2, eval_episodes=2,
+                     warmstart=False, wandb_mode="disabled", progress=False, device="cpu")
+    trainer = Trainer(cfg, tmp_path / "run")
+    batch_rewards = iter([10.0, 0.0, 50.0])
+    held_out = iter([0.2, 1.0, 0.5])  # baseline, after epoch 2, final (after epoch 3)
+
+    def fake_epoch(epoch):
+        return {"kind": "epoch", "epoch": epoch, "rollout/reward": next(batch_rewards),
+                "rollout/success_rate": 0.0, "update/skipped_updates": 0}
+
+    def fake_evaluate(n=None, greedy=False, name=None):
+        return {"reward": next(held_out), "success_rate": 0.0, "episodes": 2, "turns": 1.0,
+                "rules_satisfied": 1.0, "per_rule_pass_rate": [0.0] * cfg.num_rules}
+
+    monkeypatch.setattr(trainer, "train_epoch", fake_epoch)
+    monkeypatch.setattr(trainer, "evaluate", fake_evaluate)
+    monkeypatch.setattr(trainer_module, "save_figures", lambda *a, **k: [])
+    summary = trainer.train()
+    assert summary["best_epoch"] == 1  # epoch 2 (0-based 1): held-out 1.0 beats the final 0.5
+    state = json.loads((tmp_path / "run" / "best" / "trainer_state.json").read_text())
+    assert state["best_reward"] == 1.0 and state["best_epoch"] == 1

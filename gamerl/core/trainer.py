@@ -384,11 +384,12 @@ class Trainer:
             if cfg.eval_every and (epoch + 1) % cfg.eval_every == 0 and epoch + 1 < cfg.epochs:
                 ev = self.evaluate(name=f"epoch{epoch + 1}")
                 metrics.update({f"eval/{k}": v for k, v in scalars(ev).items()})
-            # best/: the highest held-out reward when evaluating during training, else the
-            # highest training-batch reward (free, noisier).
-            score = metrics.get("eval/reward", metrics["rollout/reward"])
+            # best/: with eval_every, the highest held-out reward among the evaluated epochs (the
+            # last epoch's is the final evaluation, below); without, the highest training-batch
+            # reward (free, noisier). Never the two mixed: they are rewards on different games.
+            score = metrics.get("eval/reward") if cfg.eval_every else metrics["rollout/reward"]
             self.tracker.log(metrics, step=epoch + 1)
-            if score > self.state.best_reward:
+            if score is not None and score > self.state.best_reward:
                 self.state.best_reward, self.state.best_epoch = score, epoch
                 self.save("best", metrics)
             if (epoch + 1) % cfg.save_every == 0 or epoch + 1 == cfg.epochs:
@@ -402,6 +403,9 @@ class Trainer:
             tqdm.write(self.epoch_line(epoch, metrics))
 
         final = self.evaluate(name="final")
+        if cfg.eval_every and self.state.epoch and final["reward"] > self.state.best_reward:
+            self.state.best_reward, self.state.best_epoch = final["reward"], self.state.epoch - 1
+            self.save("best", prefixed("eval", scalars(final)))  # the last epoch, evaluated
         refs = reference_rows(self.tokenizer, eval_instances(cfg), cfg, self.make_env)
         zero_shot = {"zero_shot": self.zero_shot} if self.zero_shot is not None else {}
         rows = {**zero_shot, "baseline": self.baseline, "final": final, **refs}
