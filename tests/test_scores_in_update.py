@@ -76,3 +76,23 @@ def test_deferred_scoring_takes_the_same_step(tiny_dir):
     for (name, a), b in zip(pol_s.named_parameters(), pol_d.parameters()):
         torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-5, msg=name)
     assert any(not torch.equal(a, b) for a, b in zip(pol_s.parameters(), policy.parameters()))
+
+
+def test_first_ratio_check_can_fail_when_scoring_is_deferred(tiny_dir, caplog):
+    """With deferred scoring pi_old is the update pass itself, so the ratio-1 self-check must
+    compare with the sampling-time log-probs: a batch whose recorded log-probs disagree with
+    the weights is caught. Before the fix it compared a tensor with itself and passed
+    (issue 22, defect 4)."""
+    cfg = grpo_cfg(tiny_dir)
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    policy = PolicyWithValue(lm)
+    reference = load_reference(lm)
+    torch.manual_seed(0)
+    batch = collect(policy, reference, tok, epoch_seeds(cfg, 0), local_env_factory(cfg), cfg)
+    assert batch.scores_deferred
+    batch.deferred_reference = reference
+    batch.gen_logprobs = batch.gen_logprobs - 0.5 * batch.mask  # as if another policy sampled
+    compute_advantages(batch, cfg)
+    upd = ppo_update(policy, make_optimizer(policy, cfg), batch, cfg)
+    assert upd["check/first_ratio_mismatch"] == 1.0
+    assert abs(upd["check/first_ratio_mean_abs"] - 0.5) < 1e-3

@@ -216,8 +216,8 @@ class PPOBatch:
         """The tensors of rows ``idx``, cut to the longest of them (right padding is waste),
         with their policy tokens' supports."""
         width = int(self.attention_mask[idx].sum(-1).max())
-        names = ("input_ids", "attention_mask", "mask", "old_logprobs", "old_values",
-                 "ref_logprobs", "advantages", "returns")
+        names = ("input_ids", "attention_mask", "mask", "gen_logprobs", "old_logprobs",
+                 "old_values", "ref_logprobs", "advantages", "returns")
         out: dict[str, Any] = {n: getattr(self, n)[idx, :width] for n in names}
         out["support"] = None
         out["trunk_cache"] = None if self.trunk_cache is None else self.trunk_cache[idx, :width]
@@ -440,9 +440,12 @@ def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch:
                                      derive_support=batch.scores_deferred)
                 if batch.scores_deferred:  # this pass is pi_old's (module docstring)
                     _score_in_update(batch, mb_rows, mb, new, sampling, cfg)
-                if not checks:  # the first micro-batch, before any optimizer step
-                    checks = check_logprobs("first_ratio", new.logprobs.detach(),
-                                            mb["old_logprobs"], mb["mask"], batch.dtype)
+                if not checks:  # the first micro-batch, before any optimizer step: ratio 1?
+                    # Deferred scoring: pi_old IS this pass, so compare with the sampling-time
+                    # log-probs, the one independent record of pi_old (else a tensor with itself)
+                    old = mb["gen_logprobs"] if batch.scores_deferred else mb["old_logprobs"]
+                    checks = check_logprobs("first_ratio", new.logprobs.detach(), old,
+                                            mb["mask"], batch.dtype)
                 pg = ppo.ppo_policy_loss(new.logprobs, mb["old_logprobs"], mb["advantages"],
                                          mb["mask"], cfg.clip_range, cfg.clip_range_high,
                                          cfg.loss_agg, cfg.clip_ratio_c)
