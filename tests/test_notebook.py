@@ -126,15 +126,17 @@ def test_notebook_on_cpu_trains_the_real_model(tmp_path, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 @pytest.mark.skipif(not os.environ.get("GAMERL_HEAVY_TESTS"),
-                    reason="9 minutes on 2 cores: run with GAMERL_HEAVY_TESTS=1 "
+                    reason="10 minutes on 2 cores: run with GAMERL_HEAVY_TESTS=1 "
                            "python -m pytest tests/test_notebook.py")
 def test_notebook_on_the_qwen3_preset_with_random_weights(tmp_path, monkeypatch):
     """The GPU user's path through the notebook (preset ``qwen3-0.6b``: full fine-tuning,
     gradient checkpointing, micro-batches of 1, Qwen3's tokenizer, chat template and
-    architecture) on ``qwen3-0.6b-random``, at a budget a CPU can run: 2 epochs x 4 games of 2
-    turns, 8 new tokens per answer, 4 held-out games. Opt-in, as the preset's own test in
-    tests/test_real_models.py: it passed in 9 min 26 s on this project's 2-core machine
-    (2026-11-24 06:40-06:50 UTC, at fd37e48, nothing else running)."""
+    architecture) on ``qwen3-0.6b-random``, at a budget a CPU can run: a zero-shot evaluation
+    and 5 steps of the expert warm start, 2 epochs x 4 games of 2 turns, 8 new tokens per
+    answer, 4 held-out games. Opt-in, as the preset's own test in tests/test_real_models.py: it
+    passed in 9 min 26 s on this project's 2-core machine (2026-11-24, at fd37e48, before the
+    warm start) and in 10 min 8 s with it (2026-11-25, peak RSS 17.2 GB; without gradient
+    checkpointing in the warm start it was killed for memory at 24 GB), nothing else running."""
     code_cells, text, out = run_notebook(
         tmp_path, monkeypatch, cell_timeout=1800, GAMERL_NB_PRESET="qwen3-0.6b",
         GAMERL_NB_MODEL="qwen3-0.6b-random", GAMERL_NB_EPISODES="4", GAMERL_NB_EVAL="4", GAMERL_NB_MAX_STEPS="2",

@@ -120,7 +120,10 @@ class Trainer:
         # The initial policy: the warm-started model (cached in the run dir) or the model itself.
         if cfg.warmstart:
             if self.warmstart_stats is None:  # continues from warmstart_progress/ if killed
+                # the same memory settings as PPO: a batch of whole games through a 0.6B model
+                # without gradient checkpointing outgrew 24 GB (the qwen3-0.6b preset, fp32)
                 lm, tok = load_policy(cfg.model, device=device, dtype=dtype,
+                                      gradient_checkpointing=cfg.gradient_checkpointing,
                                       attn_implementation=cfg.attn_implementation)
                 self._evaluate_zero_shot(lm, tok)
                 self.warmstart_stats = warm_start(lm, tok, cfg, ws_dir, progress=cfg.progress)
