@@ -171,7 +171,7 @@ FIXERS: dict[int, Callable[[str, Instance, random.Random], str]] = {
 assert set(FIXERS) == set(range(MAX_REPAIRED_RULE + 1))
 
 
-def _holds(pw: str, inst: Instance, rules: Sequence[int], hatched: bool = False) -> list[int]:
+def _broken(pw: str, inst: Instance, rules: Sequence[int], hatched: bool = False) -> list[int]:
     """The rules of ``rules`` that ``pw`` breaks."""
     n = max(rules, default=-1) + 1
     verdicts = check_rules(parse(pw), inst, n, hatched)
@@ -181,10 +181,10 @@ def _holds(pw: str, inst: Instance, rules: Sequence[int], hatched: bool = False)
 def _close(pw: str, inst: Instance, rules: Sequence[int], rng: random.Random,
            hatched: bool = False) -> str | None:
     """Fix the broken rules of ``rules`` one at a time, in order, until all of them hold (a fix
-    can break an earlier rule: the CAPTCHA's digits, a month with a capital M); None if it
-    cannot (a rule past MAX_REPAIRED_RULE, or no progress)."""
+    can break an earlier rule: the CAPTCHA's digits move the digit sum); None if it cannot (a
+    rule past MAX_REPAIRED_RULE, or no progress)."""
     for _ in range(3 * len(rules) + 3):
-        broken = _holds(pw, inst, rules, hatched)
+        broken = _broken(pw, inst, rules, hatched)
         if not broken:
             return pw
         if broken[0] > MAX_REPAIRED_RULE:
