@@ -66,7 +66,9 @@ def test_main_run_block_is_what_the_tool_writes(tmp_path):
     readme, _ = _main_blocks()
     table = [line for line in readme.splitlines() if line.startswith("| ") and "---" not in line]
     rows = {}
-    for key, line in zip(["baseline", "final", "solver", "random"], table[1:]):
+    # the zero-shot row is there when the run had a warm start (the tiny preset has one)
+    keys = ["zero_shot"] * (len(table) == 6) + ["baseline", "final", "solver", "random"]
+    for key, line in zip(keys, table[1:]):
         name, reward, rules, success, turns = [c.strip() for c in line.strip("|").split("|")]
         rows[key] = {"label": name, "reward": float(reward), "rules_satisfied": float(rules),
                      "success_rate": float(success.rstrip("%")) / 100, "turns": float(turns),
