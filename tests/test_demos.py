@@ -1,7 +1,8 @@
 """The Password Game's expert (tasks/password_game/demos.py): the warm start's demonstrations for a
 real model. They must hold what they claim on the real game, for many seeds; repairs keep what
 held; played through the game they score near the solver, far above the zero-shot SmolLM2 (2.84
-of 6 rules, 0% success: docs/benchmarks.md)."""
+of 6 rules, 0% success: docs/benchmarks.md). Wordle's expert (tasks/wordle/solver.py::expert_guess)
+as the warm start plays it; its own games are checked in tests/test_wordle.py."""
 
 from __future__ import annotations
 
@@ -187,3 +188,40 @@ def test_expert_demonstrations_train_on_the_answers_only(tiny_dir):
         assert "<|im_start|>user" not in "".join(answers)
         multi_turn += len(passwords) > 1
     assert multi_turn >= 4  # repairs are shown, not only first passwords
+
+
+def test_wordle_expert_demonstrations_keep_the_marks(tiny_dir):
+    """Wordle's expert as the SmolLM2 preset's warm start plays it (``feedback="latest"``):
+    whole games in the chat template, the loss on the guesses only (each guess and the
+    <|im_end|> closing it); the first guesses are the openers, every later guess keeps every
+    mark the game showed, and most games end before the sixth guess (won)."""
+    from gamerl.config import get_config
+    from gamerl.core.warmstart import demonstrations
+    from gamerl.models import load_policy
+    from tasks.wordle import score_guess
+    from tasks.wordle.solver import EXPERT_OPENERS
+
+    _, tok = load_policy(str(tiny_dir), device="cpu")
+    cfg = get_config("smollm2-135m", task="wordle", model=str(tiny_dir), warmstart_examples=16)
+    assert cfg.warmstart_demos == "expert" and cfg.feedback == "latest"
+    short = 0
+    for ids, mask in demonstrations(cfg, tok, seed=0):
+        spans, current = [], []
+        for token, m in zip(ids, mask):
+            if m:
+                current.append(token)
+            elif current:
+                spans.append(tok.decode(current))
+                current = []
+        if current:
+            spans.append(tok.decode(current))
+        assert all(a.endswith("<|im_end|>") for a in spans), spans
+        guesses = [a.removesuffix("<|im_end|>") for a in spans]
+        assert guesses[:2] == list(EXPERT_OPENERS) or len(guesses) <= 3, guesses
+        won = len(guesses) < 6  # a game ends early only when won: the last guess is the answer
+        for i, guess in enumerate(guesses[2:] if won else [], start=2):
+            assert all(score_guess(guess, g) == score_guess(guesses[-1], g)  # keeps the marks
+                       for g in guesses[:i]), guesses
+        assert tok.decode(ids).count("In place: ") == len(guesses) - 1
+        short += won
+    assert short >= 12

@@ -61,8 +61,9 @@ def test_compact_feedback_drops_history_only_where_the_board_shows_it():
 
 def test_wordle_latest_feedback_shows_each_board_line_once(tiny_dir):
     """``feedback="latest"`` (the SmolLM2 Wordle preset's): after each guess the model sees the
-    board's last line, the letters and the guesses left, so every guess's line is in the
-    conversation once; ``compact`` repeats the whole board every turn. The same game is shorter."""
+    board's last line, the greens in place, the letters and the guesses left, so every guess's
+    line is in the conversation once; ``compact`` repeats the whole board every turn. The same
+    game is shorter."""
     tok = load_tokenizer(tiny_dir)
     texts = {}
     for style in ("compact", "latest"):
@@ -81,8 +82,11 @@ def test_wordle_latest_feedback_shows_each_board_line_once(tiny_dir):
         assert compact.count(line) == 6 - int(line[0]), line  # every later message repeats it
     assert latest.count("Letters: ") == compact.count("Letters: ") == 5
     assert latest.count("Board:") == 1  # the first message's "(no guesses yet)" only
+    # the greens' positions spelled out after every guess (SLATE: A and E; ROUND adds N)
+    assert latest.count("In place: _ _ A _ E\n") == 2 and latest.count("In place: _ _ A N E\n") == 3
+    assert "In place:" not in compact
     assert "You win!" not in latest  # the game's last message ends it: nothing is appended
-    assert texts["latest"][1] < 0.8 * texts["compact"][1]
+    assert texts["latest"][1] < 0.85 * texts["compact"][1]  # 927 against 1146 tokens
 
 
 def test_every_curriculum_game_fits_the_tiny_window(tiny_dir):

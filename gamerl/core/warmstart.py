@@ -58,7 +58,8 @@ def demonstrations(cfg, tokenizer, seed: int) -> list[tuple[list[int], list[int]
     task's demonstration answer (``cfg.warmstart_demos``: "format" is ``Task.demo``, for the
     Password Game a fresh ``gamerl.games.password_game.demo_password``, for Wordle a random
     answer word, for OpenSpiel a random legal move; "expert" is ``Task.expert_demo``, for the
-    Password Game ``tasks.password_game.demos``: short passwords, then repairs), against the real game:
+    Password Game ``tasks.password_game.demos``: short passwords, then repairs; for Wordle
+    ``tasks.wordle.solver.expert_guess``: two openers, then consistent answers), against the real game:
     so later turns see exactly the feedback messages a rollout shows, and the model learns to
     answer them in the same format (mask 1 = answer tokens, the only ones with a loss)."""
     from .evaluate import local_env_factory

@@ -3,9 +3,9 @@
 The system prompt; the guess in an answer (``extract_guess``); the board after a guess
 (``wordle_feedback``); the held-out answers of evaluation (``wordle_heldout_answers``: training
 never draws them); the numbers kept per turn (valid, repeated, greens), the evaluation columns
-and the failure replay's priority; random answer words as warm-start demonstrations; the
-entropy solver and random words as reference agents; the sample table's columns (answer |
-guesses with their marks | result).
+and the failure replay's priority; random answer words (format) and an expert (openers, then
+consistent answers) as warm-start demonstrations; the entropy solver and random words as
+reference agents; the sample table's columns (answer | guesses with their marks | result).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ __all__ = ["WORDLE_HELDOUT", "extract_guess", "make_task", "wordle_config", "wor
 
 _EMPHASIS = "*_"
 _TRAILING = ".!?"
-WORDLE_HELDOUT = 128  # held-out answers (evaluation only)
+WORDLE_HELDOUT = 256  # held-out answers (evaluation only; 128 until 2026-11-25, its first half)
 
 
 def extract_guess(answer: str) -> str:
@@ -40,10 +40,12 @@ def wordle_feedback(obs: Mapping[str, Any], info: Mapping[str, Any], action: str
       left);
     * ``compact`` (default): without the instructions paragraph (the first message has it);
     * ``latest``: only what changed: the board's last line (this guess and its marks, or why it
-      wasted the turn), the letters, the guesses left. The earlier lines are already in the
-      conversation, and repeating the whole board every turn makes a 6-guess game grow
-      quadratically (SmolLM2's tokenizer, a lost 6-guess game: the six messages after the
-      guesses are 794 tokens compact, 471 latest; a mark emoji is 3 tokens).
+      wasted the turn), the greens in place (``In place: C _ A N E``), the letters, the guesses
+      left. The earlier lines are already in the conversation, and repeating the whole board
+      every turn makes a 6-guess game grow quadratically (SmolLM2's tokenizer, a lost 6-guess
+      game: the six messages after the guesses are 794 tokens compact, 471 latest; a mark emoji
+      is 3 tokens). The greens' positions are spelled out because a small model cannot line up
+      a row of emoji with the letters above it; the game's text only implies them.
     """
     from tasks.wordle.game import INSTRUCTIONS
 
@@ -57,16 +59,31 @@ def wordle_feedback(obs: Mapping[str, Any], info: Mapping[str, Any], action: str
     end = next((i for i in range(start, len(lines)) if lines[i].startswith("Letters:")),
                len(lines))
     board = lines[start:end]
-    return "\n".join(board[-1:] + lines[end:])
+    return "\n".join(board[-1:] + _in_place(obs) + lines[end:])
+
+
+def _in_place(obs: Mapping[str, Any]) -> list[str]:
+    """``["In place: C _ A N E"]``: every letter that has been green, in its position (``_``
+    where none has); ``[]`` before the first valid guess."""
+    known = ["_"] * 5
+    for word, marks in zip(obs.get("guesses") or [], obs.get("marks") or []):
+        for i, (letter, mark) in enumerate(zip(word, marks)):
+            if mark == "green":
+                known[i] = letter.upper()
+    return ["In place: " + " ".join(known)] if obs.get("guesses") else []
 
 
 def wordle_heldout_answers(n: int = WORDLE_HELDOUT) -> tuple[str, ...]:
     """A fixed, diverse held-out set: every (2309/n)-th answer in alphabetical order, so all
-    first letters and letter patterns are represented. Training never draws these answers."""
+    first letters and letter patterns are represented. Training never draws these answers.
+
+    Ordered so that the first n/2 are the set of n/2 words (every second word, then the others):
+    an evaluation of 128 games plays the same 128 answers with ``n`` 256 as it did with 128."""
     from tasks.wordle import answers
 
     words = sorted(answers())
-    return tuple(words[(i * len(words)) // n] for i in range(n))
+    picked = [words[(i * len(words)) // n] for i in range(n)]
+    return tuple(picked[0::2] + picked[1::2])
 
 
 def wordle_config(cfg):
@@ -201,6 +218,15 @@ def make_task() -> Task:
         words = answers()
         return lambda ep: rng.choice(words)  # a valid word, feedback ignored: format, not skill
 
+    def expert_demo(cfg, rng: random.Random) -> Callable:
+        from tasks.wordle.solver import expert_guess
+
+        def answer(ep) -> str:  # the openers, then an answer consistent with every mark
+            obs = ep.last_obs
+            return expert_guess(list(zip(obs.get("guesses", []), obs.get("marks", []))), rng)
+
+        return answer
+
     def reference_agents(cfg) -> dict:
         from tasks.wordle import answers
         from tasks.wordle.solver import default_solver
@@ -224,7 +250,7 @@ def make_task() -> Task:
         env_factory=env_factory, http_env_factory=http_factory, start=start,
         train_instances=train_instances, eval_instances=eval_instances,
         turn_stats=turn_stats, metrics=metrics, badness=badness, demo=demo,
-        reference_agents=reference_agents,
+        expert_demo=expert_demo, reference_agents=reference_agents,
         max_turns=lambda cfg: wordle_config(cfg).max_guesses,
         headline=("best_greens",),
         # The entropy solver wins every held-out game in 3.5 guesses on average; a policy that

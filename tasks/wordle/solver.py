@@ -35,9 +35,12 @@ from .words import (N_PATTERNS, WIN_PATTERN, WORD_LENGTH, answer_index, answers,
                     marks_from_code, pattern_code, score_guess)
 
 OPENING = "soare"  # argmax of the first-guess entropy over all answers (checked by a test)
+# The expert's openers: the solver's opening and its most common second guess (after ~20% of the
+# answers' patterns), which shares no letter with it: ten distinct common letters in two guesses.
+EXPERT_OPENERS = ("soare", "clint")
 
-__all__ = ["OPENING", "WordleSolver", "default_solver", "encode_words", "pattern_matrix",
-           "solve"]
+__all__ = ["EXPERT_OPENERS", "OPENING", "WordleSolver", "default_solver", "encode_words",
+           "expert_guess", "pattern_matrix", "solve"]
 
 
 def encode_words(words: Sequence[str]) -> np.ndarray:
@@ -227,6 +230,23 @@ def default_solver() -> WordleSolver:
 def solve(answer: str, hard_mode: bool = False) -> list[str]:
     """The default solver's guesses for ``answer``, ending with it."""
     return default_solver().solve(answer, hard_mode=hard_mode)
+
+
+def expert_guess(history: Sequence[tuple[str, Sequence[str] | int]], rng,
+                 openers: Sequence[str] = EXPERT_OPENERS) -> str:
+    """A player a small model can imitate (warm-start demonstrations): fixed ``openers``, then a
+    random answer consistent with every mark so far (``rng``: a ``random.Random``). It wins about
+    99% of games within 6 guesses. Unlike the solver's guesses (63 distinct second guesses over
+    300 games, many of them rare words such as THILK or CLOOT), each guess follows from what is
+    visible: the openers are always the same and later guesses keep every green in place.
+    An opener is skipped once at most two answers remain."""
+    solver = default_solver()
+    cand = solver.candidates(history)
+    if len(cand) == 0:
+        raise ValueError("no answer is consistent with the marks given")
+    if len(history) < len(openers) and len(cand) > 2:
+        return openers[len(history)]
+    return solver.answers[int(cand[rng.randrange(len(cand))])]
 
 
 def check_against_reference(n: int = 2000, seed: int = 0) -> None:
