@@ -335,3 +335,39 @@ def test_http_env_gives_the_same_episodes_as_in_process(tiny):
     for a, b in zip(over_http, local):
         assert a.token_ids == b.token_ids and a.rewards == b.rewards
         assert a.success and [t.stats["rules_satisfied"] for t in a.turns] == [1, 4, 6]
+
+
+def test_rollout_and_shared_prefix_use_the_current_cache_api(tiny):
+    """A multi-turn rollout (the turn KV cache carried between turns) and a shared-prefix
+    forward pass (gamerl.core.prefix_share) print no deprecation warning: transformers 5.24
+    renamed ``past_key_values`` to ``cache`` (gamerl.models.kv_cache picks the installed
+    version's name), and the old name warned on every run of the README's commands."""
+    import logging
+    import warnings
+
+    from gamerl.core.prefix_share import trunk_hidden
+    from gamerl.models import lm_trunk
+
+    lm, tok = tiny
+    said: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            said.append(record.getMessage())
+
+    handler = Keep(level=logging.WARNING)
+    logging.getLogger("transformers").addHandler(handler)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            warnings.simplefilter("error", DeprecationWarning)
+            torch.manual_seed(0)
+            eps = rollout(LMPolicy(lm, tok, rcfg(reuse_kv_cache=True)), tok, [0, 1],
+                          env_factory(), rcfg(reuse_kv_cache=True))
+            assert max(len(ep.turns) for ep in eps) >= 2  # a later turn reused the cache
+            shared = torch.randint(3, lm.config.vocab_size, (20,))
+            ids = torch.stack([torch.cat([shared, torch.randint(3, 99, (6,))]) for _ in range(3)])
+            trunk_hidden(lm_trunk(lm), ids, torch.ones_like(ids), share=True)
+    finally:
+        logging.getLogger("transformers").removeHandler(handler)
+    assert not [m for m in said if "deprecat" in m.lower()], said

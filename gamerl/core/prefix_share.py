@@ -27,6 +27,7 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
+from ..models.kv_cache import CACHE_ARG, cache_of
 from ..models.policy import positions_from_mask
 from .turn_cache import reusable
 
@@ -139,7 +140,7 @@ def trunk_hidden(trunk: nn.Module, input_ids: torch.Tensor,
     prefix_mask = (cols_p[None, :] < prefix_len[:, None]).to(attention_mask.dtype)
     first = trunk(input_ids=prefix_ids, attention_mask=prefix_mask,
                   position_ids=positions_from_mask(prefix_mask), use_cache=True)
-    past = first.past_key_values
+    past = cache_of(first)
     if not reusable(past):  # not plain keys/values: the plain pass, as if never planned
         return trunk_hidden(trunk, input_ids, attention_mask, share=False)
     for layer in past.layers:  # [G, heads, P, head_dim] -> one copy per member row
@@ -156,7 +157,7 @@ def trunk_hidden(trunk: nn.Module, input_ids: torch.Tensor,
     full_mask = torch.cat([prefix_mask[group], rest_mask], dim=1)
     rest = trunk(input_ids=rest_ids, attention_mask=full_mask,
                  position_ids=positions_from_mask(full_mask)[:, width_p:],
-                 past_key_values=past, use_cache=True).last_hidden_state
+                 **{CACHE_ARG: past}, use_cache=True).last_hidden_state
 
     # Back to each row's layout: column t is prefix column t before ``start``, else rest
     # column t - start (clamped on padding).

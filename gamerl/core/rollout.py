@@ -47,6 +47,7 @@ from tasks.common.client import TooManySessionsError
 from ..games.base import Task, instance_seed
 from ..games.registry import get_task
 from ..models import ENDOFTEXT, IM_END, chat_prompt
+from ..models.kv_cache import CACHE_ARG, cache_of
 from .scoring import Sampling, SampledLogprobs, sampling_processors
 from .sessions import EpisodeLost
 from .turn_cache import TurnCache, left_pad
@@ -252,7 +253,7 @@ class LMPolicy:
         try:
             self.generate_calls += 1
             out = self.lm.generate(
-                input_ids=ids, attention_mask=mask, past_key_values=past,
+                input_ids=ids, attention_mask=mask, **{CACHE_ARG: past},
                 max_new_tokens=cfg.max_new_tokens, eos_token_id=self.stop_ids,
                 pad_token_id=tok.pad_token_id, use_cache=True, return_dict_in_generate=True,
                 **sampling)
@@ -272,7 +273,7 @@ class LMPolicy:
         if cfg.reuse_kv_cache:
             self.turn_cache = TurnCache.after_generate(
                 episodes, contexts, [a.token_ids for a in answers], mask, out.sequences,
-                out.past_key_values)
+                cache_of(out))
         return answers
 
 
