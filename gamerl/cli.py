@@ -100,19 +100,49 @@ def _check_reachable(env_url: str) -> None:
                          "to play in-process") from None
 
 
+def _check_resumable(out: Path, cfg) -> None:
+    """``--resume`` refused at once, before any model or directory is touched, when ``out`` holds
+    no run, or a finished one that ``cfg.epochs`` would not extend (resuming it would only
+    repeat its final evaluation and rewrite summary.json)."""
+    from .runs.rundir import run_contents
+
+    if not run_contents(out):
+        raise UsageError(f"--resume: {out} holds no run to continue "
+                         f"({'it does not exist' if not out.exists() else 'no last/, no logs'}); "
+                         "check --out, or start without --resume; nothing was written")
+    summary = out / "summary.json"
+    if summary.exists():
+        try:
+            done = int(json.loads(summary.read_text()).get("epochs"))
+        except (ValueError, TypeError):
+            return  # unreadable: open_run judges the run from its checkpoints
+        if cfg.epochs <= done:
+            raise UsageError(
+                f"--resume: {out} is a finished run ({done} epochs, summary.json written); "
+                f"resuming it would only repeat its final evaluation. To train it further give "
+                f"--epochs N with N > {done} (the total); to evaluate it: python -m gamerl "
+                f"evaluate --checkpoint {out / 'best'}")
+
+
 def _train(args: argparse.Namespace) -> int:
     from .games.registry import get_task
 
     try:
         cfg, out, env_url = _train_config(args)
-    except ValueError as e:  # a setting's name, value or combination
+    except (ValueError, FileNotFoundError) as e:  # a setting, or a --config file that is not there
         raise UsageError(str(e)) from None
+    if args.resume:
+        _check_resumable(out, cfg)
     if env_url:
         _check_reachable(env_url)
-    from .models import ModelUnavailableError, resolve_model
+    from .models import ModelUnavailableError, check_device, resolve_model
 
-    try:  # before a run directory exists: a missing model leaves nothing behind
+    try:  # before a run directory exists: a device or model that is not here leaves nothing
+        check_device(cfg.device)
         resolve_model(cfg.model, probe=True)
+    except ValueError as e:
+        raise UsageError(str(e) + (" (given with --resume, --device changes the run's device)"
+                                   if args.resume and "device" in str(e) else "")) from None
     except ModelUnavailableError as e:
         raise UsageError(str(e)) from None
     from .core.trainer import Trainer
@@ -196,11 +226,12 @@ def _evaluate(args: argparse.Namespace) -> int:
         _check_reachable(args.env_url)
     if args.model is not None:  # zero-shot: the preset's settings with this model, untrained
         from .config.train_config import get_config
-        from .models import ModelUnavailableError, load_policy, resolve_model
+        from .models import ModelUnavailableError, check_device, load_policy, resolve_model
 
         try:
             cfg = get_config(args.preset or "tiny", task=args.task or "password_game",
                              model=args.model, **({"device": args.device} if args.device else {}))
+            check_device(cfg.device)
             resolve_model(cfg.model, probe=True)
         except (ValueError, ModelUnavailableError) as e:
             raise UsageError(str(e)) from None
@@ -215,6 +246,12 @@ def _evaluate(args: argparse.Namespace) -> int:
         cfg = TrainConfig.load(cfg_file)
         if args.device:
             cfg = cfg.replace(device=args.device)
+        from .models import check_device
+
+        try:  # the run's own device (a GPU run evaluated on a laptop) or --device
+            check_device(cfg.device)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     if (args.opponent or args.games) and cfg.task != "openspiel":
         raise SystemExit(f"--opponent/--games are for OpenSpiel runs; this run's task is {cfg.task}")
     if args.checkpoint is not None:

@@ -39,6 +39,75 @@ def test_train_mistakes_are_one_clear_message_and_nothing_is_written(args, says,
     assert seconds < 60  # no model was loaded (the torch import alone is a few seconds)
 
 
+def one_line_refusal(proc, says):
+    assert proc.returncode == 2, proc.stderr
+    assert says in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA GPU is here")
+def test_a_device_this_torch_lacks_is_refused_before_anything_is_written(tmp_path):
+    """--device cuda on a CPU-only torch raised torch's AssertionError inside the model load,
+    after config.json was written; the next start was then refused as a partial run."""
+    out = tmp_path / "run"
+    proc, _ = gamerl("train", "--out", str(out), "--device", "cuda", tmp_path=tmp_path)
+    one_line_refusal(proc, "device 'cuda': this torch build has no CUDA")
+    assert "--device cpu" in proc.stderr and not out.exists()
+    # A partial run left by an older start on that device: --resume names the way out.
+    from gamerl.config import get_config
+
+    out.mkdir()
+    get_config("tiny", device="cuda", out_dir=str(out)).save(out / "config.json")
+    before = sorted(p.name for p in out.iterdir())
+    proc, _ = gamerl("train", "--out", str(out), "--resume", tmp_path=tmp_path)
+    one_line_refusal(proc, "given with --resume, --device changes the run's device")
+    assert sorted(p.name for p in out.iterdir()) == before
+    proc, _ = gamerl("evaluate", "--model", "tiny", "--device", "cuda:0", tmp_path=tmp_path)
+    assert proc.returncode == 2 and "no CUDA" in proc.stderr
+
+
+@pytest.mark.parametrize("text, says", [
+    (None, "missing.json: no such file"),
+    ('{"model": "tiny",}', "JSON allows no trailing comma"),
+    ('{"model": "tiny", // the model\n}', "JSON has no comments"),
+])
+def test_a_config_file_that_is_missing_or_not_json_is_one_line(text, says, tmp_path):
+    path = tmp_path / "missing.json"
+    if text is not None:
+        path.write_text(text)
+    proc, _ = gamerl("train", "--config", str(path), "--out", str(tmp_path / "run"),
+                     tmp_path=tmp_path)
+    one_line_refusal(proc, says)
+    assert not (tmp_path / "run").exists()
+    if "comma" in says:
+        assert "comment" not in proc.stderr  # the hint names the mistake that was made
+
+
+def test_resume_of_a_directory_that_does_not_exist_changes_nothing(tmp_path):
+    """Refused at once: no directory, no lock file in it, no model built on the way."""
+    proc, seconds = gamerl("train", "--resume", "--out", str(tmp_path / "nothere"),
+                           tmp_path=tmp_path)
+    one_line_refusal(proc, "nothere holds no run to continue (it does not exist)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no nothere/, no checkpoints/tiny
+    assert seconds < 30
+
+
+def test_resume_of_a_finished_run_says_so_and_changes_nothing(tmp_path):
+    """A finished run (summary.json) resumed without more epochs would only repeat its final
+    evaluation and rewrite summary.json: refused, saying how to train further or evaluate."""
+    from gamerl.config import get_config
+
+    out = tmp_path / "run"
+    out.mkdir()
+    get_config("tiny", epochs=2, out_dir=str(out)).save(out / "config.json")
+    (out / "summary.json").write_text('{"epochs": 2}')
+    proc, _ = gamerl("train", "--out", str(out), "--resume", tmp_path=tmp_path)
+    one_line_refusal(proc, "is a finished run (2 epochs, summary.json written)")
+    assert "--epochs N with N > 2" in proc.stderr and "evaluate --checkpoint" in proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "summary.json"]
+    assert (out / "summary.json").read_text() == '{"epochs": 2}'
+
+
 def test_evaluate_against_a_closed_port_is_one_line(tmp_path):
     proc, _ = gamerl("evaluate", "--checkpoint", str(tmp_path), "--env-url",
                      "http://127.0.0.1:9", tmp_path=tmp_path)

@@ -25,6 +25,17 @@ __all__ = ["COMMENT", "PathLike", "check_keys", "coerce", "field_value", "read_j
            "without_comment"]
 
 
+def _json_hint(text: str, pos: int) -> str:
+    """What the usual mistake at ``pos`` is, when it is one: a comment or a trailing comma."""
+    rest = text[pos:].lstrip()
+    before = text[:pos].rstrip()
+    if rest.startswith(("//", "/*", "#")):
+        return " (JSON has no comments: use a \"_comment\" key)"
+    if before.endswith(",") and rest[:1] in ("}", "]"):
+        return " (a comma before a closing bracket: JSON allows no trailing comma)"
+    return ""
+
+
 def read_json(path: PathLike) -> dict:
     """A JSON object from ``path``; errors name the file (and the line of a syntax error)."""
     path = Path(path)
@@ -36,7 +47,7 @@ def read_json(path: PathLike) -> dict:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
-                         " (JSON has no comments: use a \"_comment\" key)") from None
+                         + _json_hint(text, e.pos)) from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object at the top level, got "
                          f"{type(data).__name__}")

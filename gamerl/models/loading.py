@@ -134,6 +134,31 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def check_device(name: str | None) -> None:
+    """``ValueError`` (one line) if ``name`` (``--device``; None: the default) cannot be used on
+    this machine, before a run writes anything: a CUDA device asked of a CPU-only torch failed
+    inside the model load with torch's ``AssertionError``, after config.json was written."""
+    if name is None:
+        return
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError) as e:
+        raise ValueError(f"device {name!r} is not a torch device ({e}); try cpu or cuda") from None
+    leave_out = "use --device cpu, or leave --device out (cuda if available, else cpu)"
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            why = ("this torch build has no CUDA" if torch.version.cuda is None
+                   else "no CUDA GPU is visible")
+            raise ValueError(f"device {name!r}: {why} (torch {torch.__version__}); {leave_out}")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"device {name!r}: only {torch.cuda.device_count()} CUDA GPU(s) "
+                             f"here (cuda:0..cuda:{torch.cuda.device_count() - 1})")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {name!r}: MPS is not available here; {leave_out}")
+    elif device.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device {name!r}: gamerl runs on cpu, cuda or mps")
+
+
 def default_dtype(device: torch.device) -> torch.dtype:
     # bf16 halves memory and is what Qwen3 was trained in; it needs no loss scaling (unlike fp16).
     # CPUs get fp32: bf16 matmuls are slow on most CPUs, and the tiny model costs nothing.
@@ -249,7 +274,7 @@ def chat_prompt(tokenizer: PreTrainedTokenizerFast, messages: list[dict[str, str
                                          enable_thinking=enable_thinking)
 
 
-__all__ = ["ModelUnavailableError", "QWEN3_RANDOM", "SMOLLM2", "chat_prompt",
+__all__ = ["ModelUnavailableError", "QWEN3_RANDOM", "SMOLLM2", "chat_prompt", "check_device",
            "default_attn_implementation", "default_device", "default_dtype", "load_policy",
            "load_reference", "load_tokenizer", "qwen3_0_6b_config", "resolve_model",
            "set_gradient_checkpointing"]
