@@ -143,3 +143,51 @@ def test_notebook_on_the_qwen3_preset_with_random_weights(tmp_path, monkeypatch)
         GAMERL_NB_MAX_NEW_TOKENS="8")
     assert "MODEL: qwen3-0.6b-random (preset 'qwen3-0.6b') because PRESET='qwen3-0.6b'" in text
     check_results(code_cells, text, out, games=4)
+
+
+def test_the_training_cell_runs_what_the_cli_runs(tmp_path):
+    """The notebook's training cell (its source, executed as it stands) and ``Trainer.train``
+    (what ``python -m gamerl train`` runs) give the same metrics, epoch by epoch, and the same
+    weights, for the same config and seed (tiny, two epochs, a held-out evaluation after the
+    first: ``eval_every`` and ``best/`` go through the same steps). The cell's loop was once a
+    copy of the Trainer's and drifted (no ``after_epoch``, ``save_every``/``eval_every``
+    ignored, no guard for an epoch whose sessions were all lost)."""
+    from gamerl.config import get_config
+    from gamerl.core.trainer import Trainer
+
+    cell = next(c for c in nbformat.read(NOTEBOOK, as_version=4).cells
+                if c.cell_type == "code" and "live = LiveCurves(" in c.source)
+    cfg = get_config("tiny", epochs=2, episodes_per_epoch=4, eval_episodes=2, eval_every=1,
+                     warmstart=False, wandb_mode="disabled", progress=False, seed=3)
+
+    class NoFigure:
+        def __init__(self, **_):
+            pass
+
+        def update(self, metrics):
+            pass
+
+    runs = {}
+    for name in ("cli", "notebook"):
+        trainer = Trainer(cfg, tmp_path / name)
+        if name == "cli":
+            trainer.train()
+        else:  # the cells before it evaluated the baseline; then the training cell itself
+            trainer.evaluate(name="baseline")
+            from tqdm.auto import tqdm
+
+            exec(cell.source, {"trainer": trainer, "cfg": cfg, "tqdm": tqdm,
+                               "LiveCurves": NoFigure})
+            trainer.close()
+        rows = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").open()]
+        epochs = [{k: v for k, v in r.items() if not k.startswith(("perf/", "time"))
+                   and "seconds" not in k and not k.endswith("_per_s")}  # timings differ
+                  for r in rows if r.get("kind") == "epoch"]
+        weights = (tmp_path / name / "last" / "model.safetensors").read_bytes()
+        runs[name] = epochs, weights
+    assert len(runs["cli"][0]) == 2 and "eval/reward" in runs["cli"][0][0]
+    for nb_row, cli_row in zip(runs["notebook"][0], runs["cli"][0]):
+        differ = {k: (nb_row.get(k), cli_row.get(k)) for k in set(nb_row) | set(cli_row)
+                  if nb_row.get(k) != cli_row.get(k)}
+        assert not differ, differ
+    assert runs["notebook"][1] == runs["cli"][1]

@@ -23,8 +23,8 @@ from tqdm.auto import tqdm
 from ..runs.checkpoint import (STATE_FILE, CheckpointError, load_checkpoint_state, save_checkpoint,
                                set_rng_state)
 from ..config.train_config import TrainConfig, default_run_dir
-from .epoch import (collect, compute_advantages, epoch_seeds, make_optimizer, ppo_update, prefixed,
-                    resolve_dtype, scalars, seed_everything, without_lost)
+from .epoch import (PPOBatch, collect, compute_advantages, epoch_seeds, make_optimizer, ppo_update,
+                    prefixed, resolve_dtype, scalars, seed_everything, without_lost)
 from .evaluate import eval_instances, evaluate, format_table, local_env_factory, reference_rows
 from ..games.registry import get_task
 from .curriculum import Curriculum
@@ -297,23 +297,42 @@ class Trainer:
         return self.state.epoch + 1 if name == "final" else self.state.epoch
 
     # ------------------------------------------------------------------ one epoch
+    # The PPO loop body as named steps. ``train()`` runs them; so does the notebook's training
+    # cell, one per line, so that what a user steps through is what the CLI runs.
     def train_epoch(self, epoch: int) -> dict[str, Any]:
-        """Collect, compute advantages, update: the PPO loop body."""
+        """Collect, compute advantages, update: the PPO loop body. Returns the epoch's metrics
+        (``end_epoch`` logs and checkpoints them)."""
+        episodes, batch = self.collect_batch(epoch)
+        adv_stats, upd_stats = self.learn(batch)
+        return self.epoch_metrics(epoch, episodes, batch, adv_stats, upd_stats)
+
+    def collect_batch(self, epoch: int) -> tuple[list[Episode], PPOBatch]:
+        """The epoch's games played by the current policy and scored (old and reference
+        log-probs, values): every episode (the lost ones too, which the log counts) and the
+        batch of those that have a result (a lost server session has none)."""
         cfg = self.cfg
         instances = epoch_seeds(cfg, epoch, self.stage(), self.replay)
         batch = collect(self.policy, self.reference, self.tokenizer, instances, self.make_env, cfg)
-        episodes = batch.episodes  # with the lost ones, which the log counts
-        batch = without_lost(batch)
-        if len(batch):
-            adv_stats = compute_advantages(batch, cfg)
-            upd_stats = ppo_update(self.policy, self.optimizer, batch, cfg)
-        else:  # the server lost every session: nothing to learn from, but the run goes on
-            log.warning("epoch %d: every episode lost its server session; no update", epoch)
-            adv_stats = {"kl_ref": math.nan}
-            upd_stats = {"skipped_updates": 0, "optimizer_steps": 0}
-        extra = self.after_epoch(batch.episodes)
+        return batch.episodes, without_lost(batch)
 
-        roll = summarize(episodes, cfg)
+    def learn(self, batch: PPOBatch) -> tuple[dict[str, Any], dict[str, Any]]:
+        """KL-penalised rewards and advantages (``compute_advantages``), then the clipped PPO
+        update (``ppo_update``). An empty batch (the server lost every session)
+        updates nothing, and the run goes on."""
+        if not len(batch):
+            log.warning("every episode of this epoch lost its server session; no update")
+            return {"kl_ref": math.nan}, {"skipped_updates": 0, "optimizer_steps": 0}
+        # ALGO LOGIC: the two PPO steps (gamerl/core/epoch.py; the math in gamerl/core/ppo.py)
+        adv_stats = compute_advantages(batch, self.cfg)
+        return adv_stats, ppo_update(self.policy, self.optimizer, batch, self.cfg)
+
+    def epoch_metrics(self, epoch: int, episodes: list[Episode], batch: PPOBatch,
+                      adv_stats: dict[str, Any], upd_stats: dict[str, Any]) -> dict[str, Any]:
+        """The epoch's record: the batch's results, the advantage and update statistics, the
+        failure replay's and curriculum's numbers (``after_epoch`` feeds them the results);
+        the episodes go to episodes.jsonl."""
+        extra = self.after_epoch(batch.episodes)
+        roll = summarize(episodes, self.cfg)
         if not len(batch):
             roll["reward"] = math.nan  # no result: never a "best" epoch
         policy_tokens = float(batch.mask.sum())
@@ -325,6 +344,30 @@ class Trainer:
                    "perf/score_seconds": batch.score_seconds, **extra}
         self.tracker.log_episodes([ep.record(self.task) for ep in episodes], epoch)
         return metrics
+
+    def end_epoch(self, epoch: int, metrics: dict[str, Any]) -> None:
+        """After an epoch: count it, evaluate on the held-out games every ``eval_every`` epochs
+        (the last one is the final evaluation), log, keep ``best/`` and ``last/`` (every
+        ``save_every`` epochs and at the end), print the epoch's line."""
+        cfg = self.cfg
+        self.state.epoch = epoch + 1
+        self.state.skipped_updates += int(metrics["update/skipped_updates"])
+        metrics["update/skipped_updates_total"] = self.state.skipped_updates
+        if cfg.eval_every and (epoch + 1) % cfg.eval_every == 0 and epoch + 1 < cfg.epochs:
+            ev = self.evaluate(name=f"epoch{epoch + 1}")
+            metrics.update({f"eval/{k}": v for k, v in scalars(ev).items()})
+        # best/: with eval_every, the highest held-out reward among the evaluated epochs (the
+        # last epoch's is the final evaluation); without, the highest training-batch reward
+        # (free, noisier). Never the two mixed: they are rewards on different games.
+        score = metrics.get("eval/reward") if cfg.eval_every else metrics["rollout/reward"]
+        self.tracker.log(metrics, step=epoch + 1)
+        if score is not None and score > self.state.best_reward:
+            self.state.best_reward, self.state.best_epoch = score, epoch
+            self.save("best", metrics)
+        if (epoch + 1) % cfg.save_every == 0 or epoch + 1 == cfg.epochs:
+            self.save("last", metrics)
+        # one line per epoch whatever the bars do: a log file of a --no-progress run reads
+        tqdm.write(self.epoch_line(epoch, metrics))
 
     def after_epoch(self, episodes: list[Episode]) -> dict[str, Any]:
         """Feed the epoch's results to the failure replay (episodes that failed or went badly,
@@ -381,29 +424,12 @@ class Trainer:
                    initial=self.state.epoch, total=cfg.epochs)
         for epoch in bar:
             metrics = self.train_epoch(epoch)
-            self.state.epoch = epoch + 1
-            self.state.skipped_updates += int(metrics["update/skipped_updates"])
-            metrics["update/skipped_updates_total"] = self.state.skipped_updates
-            if cfg.eval_every and (epoch + 1) % cfg.eval_every == 0 and epoch + 1 < cfg.epochs:
-                ev = self.evaluate(name=f"epoch{epoch + 1}")
-                metrics.update({f"eval/{k}": v for k, v in scalars(ev).items()})
-            # best/: with eval_every, the highest held-out reward among the evaluated epochs (the
-            # last epoch's is the final evaluation, below); without, the highest training-batch
-            # reward (free, noisier). Never the two mixed: they are rewards on different games.
-            score = metrics.get("eval/reward") if cfg.eval_every else metrics["rollout/reward"]
-            self.tracker.log(metrics, step=epoch + 1)
-            if score is not None and score > self.state.best_reward:
-                self.state.best_reward, self.state.best_epoch = score, epoch
-                self.save("best", metrics)
-            if (epoch + 1) % cfg.save_every == 0 or epoch + 1 == cfg.epochs:
-                self.save("last", metrics)
+            self.end_epoch(epoch, metrics)
             bar.set_postfix(reward=f"{metrics['rollout/reward']:.2f}",
                             **{k.split("_")[0]: f"{metrics[f'rollout/{k}']:.2f}"
                                for k in self.task.headline if f"rollout/{k}" in metrics},
                             success=f"{metrics['rollout/success_rate']:.0%}",
                             kl_k3=f"{metrics.get('adv/kl_ref_k3', math.nan):.3f}")
-            # one line per epoch whatever the bars do: a log file of a --no-progress run reads
-            tqdm.write(self.epoch_line(epoch, metrics))
 
         final = self.evaluate(name="final")
         if cfg.eval_every and self.state.epoch and final["reward"] > self.state.best_reward:
