@@ -95,8 +95,10 @@ def results_table(summary: dict) -> str:
 
 
 def _seeds(summary: dict) -> str:
-    first, stop = summary["eval_seeds"]
-    return f"seeds {first:,}–{stop - 1:,}"
+    first, last = summary["eval_seeds"]  # both played (summaries before 2026-11-25: half-open)
+    if summary["config"]["eval_episodes"] == last - first:
+        last -= 1
+    return f"seeds {first:,}–{last:,}"
 
 
 # ----------------------------------------------------------------------------- the quick run

@@ -168,7 +168,7 @@ def _train(args: argparse.Namespace) -> int:
     changes = [f"{k.replace('_', ' ')} {b[k]:.2f} -> {f[k]:.2f}"
                for k in get_task(cfg.task).headline if isinstance(f.get(k), (int, float))]
     print(f"\n{cfg.task}, held-out games: {f['episodes']} (seeds {summary['eval_seeds'][0]}.."
-          f"{summary['eval_seeds'][1] - 1}); " + ", ".join(
+          f"{summary['eval_seeds'][1]}); " + ", ".join(
               changes + [f"success {b['success_rate']:.1%} -> {f['success_rate']:.1%}",
                          f"reward {b['reward']:.2f} -> {f['reward']:.2f}"]))
     samples = out / "samples_final.md"

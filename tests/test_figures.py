@@ -73,8 +73,9 @@ def test_rule_pass_rates_name_the_rules_from_1(tmp_path):
     bars = {s["label"]: s["y"] for s in series(panel, "bars")}
     assert bars == {"held-out, before PPO": BASE["per_rule_pass_rate"],
                     "held-out, after PPO": FINAL["per_rule_pass_rate"]}
-    (floor,) = series(panel, "points", "random strings (floor)")
+    (floor,) = series(panel, "segments", "random strings (floor)")
     assert floor["y"] == REFS["random"]["per_rule_pass_rate"]
+    assert floor["x"] == pytest.approx(list(range(6)))  # across each rule's group of bars
     assert panel["ylabel"] and panel["legend"]["outside_axes"]
 
 
@@ -154,3 +155,27 @@ def test_description_is_png_text_metadata(tmp_path):
     path = save_figures(tmp_path, history(2), BASE, FINAL)[0]
     with Image.open(path) as image:
         assert FIGURE_METADATA_KEY in image.text
+
+
+def test_an_evaluation_of_best_sits_at_the_best_epoch(tmp_path):
+    """The notebook evaluates best/ (here the third of five epochs): its held-out point is drawn
+    at epoch 3, and the legend says which model it is; the Trainer's final evaluation (the last
+    epoch's policy) stays at the last epoch."""
+    for from_best, x, says in ((True, 3, "5.77 after (best/, epoch 3)"), (False, 5, "5.77 after")):
+        figs = figures(tmp_path, history(5), BASE, FINAL, references=REFS, best_epoch=2,
+                       final_from_best=from_best)
+        (held,) = series(figs["training_curves"]["panels"][1], "points", "held-out games")
+        assert held["x"] == [0, x] and says in held["label"]
+        assert ("best/" in held["label"]) is from_best
+
+
+@pytest.mark.parametrize("task, says", [
+    ("password_game", "the last password holds every rule"),
+    ("wordle", "the word found"),
+    (None, "Password Game: every rule holds; Wordle: word found")])
+def test_the_success_panel_says_what_success_is_in_this_game(tmp_path, task, says):
+    figs = figures(tmp_path, history(3), BASE, FINAL, references=REFS, task=task)
+    (panel,) = figs["success_rate"]["panels"]
+    assert says in panel["title"]
+    if task is not None:
+        assert "OpenSpiel" not in panel["title"]

@@ -92,6 +92,7 @@ def check_results(code_cells, text, out, games: int = 8, zero_shot: bool = True)
     assert [o for o in loop_cell.outputs if "image/png" in o.get("data", {})]
     assert re.search(r"epoch 2/2: +reward", text)  # one line per epoch
     assert "| seed | policy | passwords" in text  # the sample-episode table
+    assert "95% intervals over" in text  # the change, with the noise of this many games
     summary = json.loads((out / "summary.json").read_text())
     assert summary["final"]["episodes"] == games and summary["baseline"]["episodes"] == games
     assert len([r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())

@@ -301,6 +301,6 @@ def test_best_is_chosen_on_held_out_rewards_only_when_evaluating(tiny_dir, tmp_p
     monkeypatch.setattr(trainer, "evaluate", fake_evaluate)
     monkeypatch.setattr(trainer_module, "save_figures", lambda *a, **k: [])
     summary = trainer.train()
-    assert summary["best_epoch"] == 1  # epoch 2 (0-based 1): held-out 1.0 beats the final 0.5
+    assert summary["best_epoch"] == 2  # epoch 2 (counted from 1): held-out 1.0 beats the final 0.5
     state = json.loads((tmp_path / "run" / "best" / "trainer_state.json").read_text())
-    assert state["best_reward"] == 1.0 and state["best_epoch"] == 1
+    assert state["best_reward"] == 1.0 and state["best_epoch"] == 1  # the trainer's 0-based index

@@ -440,9 +440,11 @@ class Trainer:
         rows = {**zero_shot, "baseline": self.baseline, "final": final, **refs}
         summary = {"config": cfg.to_dict(), "run_dir": str(self.run_dir), **zero_shot,
                    "baseline": self.baseline, "final": final, **refs,
+                   # as a person reads them: the first and last seed (both played), epochs
+                   # counted from 1 (the epoch lines' and the figures' numbering)
                    "references": list(refs), "eval_seeds": [cfg.eval_seed_start,
-                                                           cfg.eval_seed_start + cfg.eval_episodes],
-                   "epochs": self.state.epoch, "best_epoch": self.state.best_epoch,
+                                                           cfg.eval_seed_start + cfg.eval_episodes - 1],
+                   "epochs": self.state.epoch, "best_epoch": self.state.best_epoch + 1,
                    "skipped_updates": self.state.skipped_updates,
                    "warmstart": self.warmstart_stats,
                    "train_seconds_this_process": time.time() - t_start}
@@ -452,7 +454,8 @@ class Trainer:
         summary["figures"] = [p.name for p in save_figures(
             self.run_dir, read_jsonl(self.run_dir / METRICS_JSONL), self.baseline, final,
             headline=(self.task.headline or ("reward",))[0], references=refs,
-            best_epoch=self.state.best_epoch if self.state.best_epoch >= 0 else None)]
+            best_epoch=self.state.best_epoch if self.state.best_epoch >= 0 else None,
+            task=cfg.task)]
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         self.tracker.summary({f"final/{k}": v for k, v in scalars(final).items()})
         self.tracker.finish()

@@ -279,7 +279,8 @@ def make_task() -> Task:
         max_turns=lambda cfg: cfg.max_steps,
         headline=("rules_satisfied",),
         reference_labels={"solver": "solver (all rules)", "random": "random strings (floor)"},
-        metric_descriptions={"rules_satisfied": "rules the last password satisfies (mean)"},
+        metric_descriptions={"rules_satisfied": "rules the last password satisfies (mean)",
+                             "success_rate": "games won: the last password holds every rule"},
         metric_entry_labels={"per_rule_pass_rate": password_rule_labels},
         record_fields=_record_fields, sample_table=SAMPLE_TABLE,
     )

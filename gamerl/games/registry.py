@@ -37,9 +37,12 @@ def get_task(name: str) -> Task:
     return _BUILT[name]
 
 
-def describe_metric(key: str) -> str:
-    """What an evaluation number is, as an axis label says it (figures): the generic numbers'
-    descriptions, then each game's (``Task.metric_descriptions``); else the key's own name."""
+def describe_metric(key: str, task: str | None = None) -> str:
+    """What an evaluation number is, as an axis label says it (figures): ``task``'s own
+    description when it has one (what "success" is in that game), the generic numbers', then
+    each game's (``Task.metric_descriptions``); else the key's own name."""
+    if task is not None and key in get_task(task).metric_descriptions:
+        return get_task(task).metric_descriptions[key]
     if key in GENERIC_METRIC_DESCRIPTIONS:
         return GENERIC_METRIC_DESCRIPTIONS[key]
     for name in TASKS:

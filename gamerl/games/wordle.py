@@ -258,6 +258,7 @@ def make_task() -> Task:
         reference_labels={"solver": "entropy solver (wins every game)",
                           "random": "random answer words"},
         metric_descriptions={
+            "success_rate": "games won: the word found within the guesses",
             "best_greens": "greens in the best guess (mean, of 5)",
             "guesses_when_solved": "guesses per solved game (mean)",
             "invalid_rate": "invalid guesses (fraction of turns)",

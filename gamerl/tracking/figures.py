@@ -52,7 +52,8 @@ class RunData:
 
     def __init__(self, history: Sequence[Mapping[str, Any]], baseline: Optional[Mapping],
                  final: Optional[Mapping], references: Optional[Mapping[str, Mapping]],
-                 best_epoch: Optional[int]):
+                 best_epoch: Optional[int], final_from_best: bool = False,
+                 task: Optional[str] = None):
         by_epoch = {r["epoch"]: r for r in history if r.get("kind") == "epoch"}
         self.epochs = [by_epoch[e] for e in sorted(by_epoch)]
         evals = {r.get("name"): r for r in history if r.get("kind") == "eval"}
@@ -64,6 +65,11 @@ class RunData:
         # 0 is the policy before any update.
         self.last_x = self.epochs[-1]["epoch"] + 1 if self.epochs else 0
         self.best_x = best_epoch + 1 if best_epoch is not None and best_epoch >= 0 else None
+        # where the final evaluation's model comes from: the last epoch's policy (the Trainer),
+        # or best/ (the notebook evaluates best/): its point sits at that epoch
+        self.final_x = self.best_x if final_from_best and self.best_x else self.last_x
+        self.final_from_best = bool(final_from_best and self.best_x)
+        self.task = task
 
     def training(self, key: str) -> tuple[list[int], list[float]]:
         return _points((r["epoch"] + 1, r.get(key)) for r in self.epochs)
@@ -72,7 +78,7 @@ class RunData:
         """Before PPO (x = 0), any mid-training evaluations (after epoch x), the final one."""
         points = [(0, _get(self.baseline, key))]
         points += [(r["epoch"] + 1, r.get(f"eval/{key}")) for r in self.epochs]
-        points.append((self.last_x, _get(self.final, key)))
+        points.append((self.final_x, _get(self.final, key)))
         return _points(points)
 
     def reference_values(self, key: str) -> list[tuple[str, float]]:
@@ -144,7 +150,11 @@ def _metric_panel(ax, data: RunData, key: str, ylabel: str, title: str) -> None:
     hx, hy = data.heldout(key)
     if hx:
         before = f"{_fmt(key, hy[0])} before PPO" if hx[0] == 0 else None
-        after = f"{_fmt(key, hy[-1])} after" if data.final is not None and len(hx) > 1 else None
+        after = None
+        if data.final is not None and len(hx) > 1:
+            final_y = hy[hx.index(data.final_x)] if data.final_x in hx else hy[-1]
+            after = f"{_fmt(key, final_y)} after" + (
+                f" (best/, epoch {data.final_x})" if data.final_from_best else "")
         values = " → ".join(v for v in (before, after) if v)
         # Joined only through mid-training evaluations: two points alone say nothing about
         # the path between them.
@@ -216,7 +226,9 @@ def _training_curves(plt, data: RunData, headline: str):
 def _success_rate(plt, data: RunData):
     fig, ax = plt.subplots(figsize=(9, 3.8), layout="constrained")
     fig.suptitle(f"Success rate per epoch\n{HOW_TO_READ}", fontsize=10)
+    won = describe_metric("success_rate", data.task) if data.task else None
     _metric_panel(ax, data, "success_rate", "fraction of games",
+                  won[0].upper() + won[1:] if won else
                   "Games won (Password Game: every rule holds; Wordle: word found; "
                   "OpenSpiel: game won)")
     ax.set_xlabel("epoch")
@@ -239,22 +251,31 @@ def _rule_pass_rates(plt, data: RunData):
         offset = (i - (len(bars) - 1) / 2) * width
         container = ax.bar([j + offset for j in range(len(rates))], rates, width=width,
                            color=color, label=label)
-        if n <= 10:  # the values, so a 0% bar reads as 0% rather than as missing
-            ax.bar_label(container, labels=[f"{r:.0%}" for r in rates], fontsize=7, padding=1)
+        if n <= 10:  # the values, so a 0% bar reads as 0% rather than as missing; upright,
+            # in the bar's own width, so neighbouring labels ("100%" "100%") never overprint
+            for text in ax.bar_label(container, labels=[f"{r:.0%}" for r in rates],
+                                     fontsize=7, padding=2, rotation=90):
+                text.set_bbox(dict(facecolor="white", edgecolor="none", pad=0.4, alpha=0.85))
+                text.set_zorder(5)  # over a reference line that crosses it
     refs = [(name, row) for name, row in data.references.items()
             if isinstance(row.get("per_rule_pass_rate"), list)]
-    for i, ((name, row), (color, _)) in enumerate(zip(refs, REFERENCE_STYLES)):
-        # Side by side within each rule's group, so equal rates (the solver's and random
-        # strings' 100% on rule 1) do not hide one another.
-        offset = (i - (len(refs) - 1) / 2) * 0.8 / max(len(refs), 1)
+    for (name, row), (color, style) in zip(refs, REFERENCE_STYLES):
+        # A line across the whole rule group (before and after bars alike: the reference is
+        # the same for both), in the reference's line style, so equal rates (the solver's and
+        # random strings' 100% on rule 1) show both: a dotted line over a dashed one.
         rates = row["per_rule_pass_rate"]
-        ax.plot([j + offset for j in range(len(rates))], rates, linestyle="none", marker="_",
-                ms=14, mew=2.5, color=color, gid="points",
+        xs, ys = [], []
+        for j, r in enumerate(rates):
+            xs += [j - 0.42, j + 0.42, float("nan")]
+            ys += [r, r, float("nan")]
+        ax.plot(xs, ys, linestyle=style, linewidth=2.2, color=color, gid="segments",
                 label=f"{row.get('label', name)}, held-out")
     ax.set_xticks(range(n), labels, rotation=35, ha="right", rotation_mode="anchor", fontsize=8)
     ax.set_xlabel("rule (numbered as in the game)")
     ax.set_ylabel("games passing the rule (fraction)")
     _fraction_axis(ax)
+    if n <= 10:
+        ax.set_ylim(-0.03, 1.2)  # room above 100% for the upright labels
     ax.grid(axis="y", alpha=0.3)
     _legend_outside(ax)
     return fig
@@ -280,6 +301,8 @@ def describe_figure(fig) -> dict[str, Any]:
                 entry["y"] = y[0]
             elif kind == "vline":
                 entry["x"] = x[0]
+            elif kind == "segments":  # one flat segment per group: x0, x1, gap
+                entry.update(x=[(a + b) / 2 for a, b in zip(x[0::3], x[1::3])], y=y[0::3])
             else:
                 entry.update(x=x, y=y)
             series.append(entry)
@@ -322,7 +345,8 @@ def save_figures(run_dir: str | Path, history: list[dict[str, Any]],
                  final: Optional[dict[str, Any]] = None,
                  headline: str = "rules_satisfied", *,
                  references: Optional[Mapping[str, Mapping[str, Any]]] = None,
-                 best_epoch: Optional[int] = None) -> list[Path]:
+                 best_epoch: Optional[int] = None, final_from_best: bool = False,
+                 task: Optional[str] = None) -> list[Path]:
     """Write training_curves.png, success_rate.png and, when the evaluations have
     ``per_rule_pass_rate`` (the Password Game), rule_pass_rates.png into ``run_dir``.
 
@@ -331,14 +355,16 @@ def save_figures(run_dir: str | Path, history: list[dict[str, Any]],
     number for the second panel (``Task.headline[0]``). ``references``: the reference agents'
     held-out rows (``evaluate.reference_rows``: name -> metrics with a ``label``), drawn as flat
     lines. ``best_epoch``: the 0-based epoch of best/ (``TrainerState.best_epoch``), marked with
-    a vertical line at x = best_epoch + 1."""
+    a vertical line at x = best_epoch + 1. ``final_from_best``: ``final`` evaluated best/ (the
+    notebook does), so its point sits at the best epoch, not the last. ``task``: the game, for
+    what "success" means in its panel's title."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed; safe in tests and on servers
     import matplotlib.pyplot as plt
 
     run_dir = Path(run_dir)
-    data = RunData(history, baseline, final, references, best_epoch)
+    data = RunData(history, baseline, final, references, best_epoch, final_from_best, task)
     out = [_save(_training_curves(plt, data, headline), run_dir / "training_curves.png", plt),
            _save(_success_rate(plt, data), run_dir / "success_rate.png", plt)]
     if any(row is not None and isinstance(row.get("per_rule_pass_rate"), list)
