@@ -73,6 +73,10 @@ def run_notebook(tmp_path, monkeypatch, cell_timeout: int = 600, **env):
     return code_cells, "".join(_text(c) for c in code_cells), out
 
 
+def loop_cell_text(code_cells) -> str:
+    return _text(next(c for c in code_cells if "live = LiveCurves(" in c.source))
+
+
 def check_results(code_cells, text, out, games: int = 8, zero_shot: bool = True):
     """``zero_shot``: the preset has a warm start (tiny, smollm2-135m, qwen3-0.6b all have)."""
     assert "<|im_start|>user" in text  # the first prompt was printed
@@ -93,6 +97,10 @@ def check_results(code_cells, text, out, games: int = 8, zero_shot: bool = True)
     assert re.search(r"epoch 2/2: +reward", text)  # one line per epoch
     assert "| seed | policy | passwords" in text  # the sample-episode table
     assert "95% intervals over" in text  # the change, with the noise of this many games
+    # plain-text bars, saved as they ended (tqdm's widgets were saved at 0% when headless)
+    assert not [o for c in code_cells for o in c.outputs
+                if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert re.search(r"PPO: 100%\|", loop_cell_text(code_cells)), loop_cell_text(code_cells)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["final"]["episodes"] == games and summary["baseline"]["episodes"] == games
     assert len([r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
@@ -175,7 +183,7 @@ def test_the_training_cell_runs_what_the_cli_runs(tmp_path):
             trainer.train()
         else:  # the cells before it evaluated the baseline; then the training cell itself
             trainer.evaluate(name="baseline")
-            from tqdm.auto import tqdm
+            from gamerl.progress import tqdm
 
             exec(cell.source, {"trainer": trainer, "cfg": cfg, "tqdm": tqdm,
                                "LiveCurves": NoFigure})

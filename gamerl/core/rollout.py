@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 import torch
-from tqdm.auto import tqdm
+from ..progress import tqdm
 
 from tasks.common.client import TooManySessionsError
 

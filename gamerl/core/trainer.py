@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
-from tqdm.auto import tqdm
+from ..progress import tqdm
 
 from ..runs.checkpoint import (STATE_FILE, CheckpointError, load_checkpoint_state, save_checkpoint,
                                set_rng_state)

@@ -156,7 +156,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     """Fine-tune ``lm`` in place on demonstrations and save it to ``out_dir`` (atomically),
     continuing from ``warmstart_progress`` beside it when a previous attempt was killed.
     Returns {"loss_first", "loss_last", "seconds", "steps"} (seconds over all attempts)."""
-    from tqdm.auto import tqdm
+    from ..progress import tqdm
 
     out_dir = Path(out_dir)
     progress_dir = out_dir.parent / PROGRESS_DIR
