@@ -208,6 +208,15 @@ def test_a_crafted_tensor_file_is_refused_even_with_a_matching_manifest(run, tmp
 # ----------------------------------------------------------------------------- 3. manifest
 
 
+def test_only_last_keeps_the_optimizer_state(run):
+    """last/ is what a resume continues from: it keeps AdamW's moments; best/ is for evaluation
+    and export, and does not (SmolLM2: 109 MB saved per run), yet a resume still checks it."""
+    cfg, run_dir = run
+    assert (run_dir / "last" / "optimizer.pt").exists()
+    assert not (run_dir / "best" / "optimizer.pt").exists()
+    release(Trainer(cfg, run_dir, resume=True))
+
+
 def test_resume_refuses_a_checkpoint_without_optimizer_state(run):
     cfg, run_dir = run
     (run_dir / "last" / "optimizer.pt").unlink()

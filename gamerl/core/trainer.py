@@ -154,6 +154,7 @@ class Trainer:
             freeze_below_top_layers(self.policy.lm, cfg.trainable_layers)
             self.policy.split = SplitTrunk.of(self.policy.lm, cfg.trainable_layers)
         self.optimizer = make_optimizer(self.policy, cfg)
+        log.info(self._disk_note())
         # What to play: the curriculum's stage (OpenSpiel) and replayed failures.
         self.curriculum = (Curriculum.from_dict(cfg.curriculum, cfg.curriculum_window,
                                                 choices=self.task.curriculum)
@@ -172,6 +173,21 @@ class Trainer:
                                project=cfg.wandb_project, run_id=self.state.wandb_id,
                                name=self.run_dir.name)
         self.state.wandb_id = self.tracker.run_id
+
+    def _disk_note(self) -> str:
+        """What the run will keep on disk, said before PPO starts (a SmolLM2 run keeps ~1.8 GB:
+        users were surprised by it). Sizes from the parameters as they are saved."""
+        params = list(self.policy.parameters())
+        trainable = sum(p.numel() * 4 for p in params if p.requires_grad)  # fp32 AdamW moments
+        model = (trainable if self.cfg.lora  # adapters only
+                 else sum(p.numel() * p.element_size() for p in params))
+        warm = model if self.cfg.warmstart and not self.cfg.lora else 0
+        total = 2 * model + 2 * trainable + warm
+        return (f"disk: this run keeps about {total / 1e9:.2f} GB in {self.run_dir}: best/ and "
+                f"last/ each {model / 1e6:.0f} MB of weights, last/ also {2 * trainable / 1e6:.0f} "
+                "MB of optimizer state (what a resume needs)"
+                + (f", warmstart/ {warm / 1e6:.0f} MB" if warm else "")
+                + "; the figures and logs are small")
 
     def _evaluate_zero_shot(self, lm, tokenizer) -> None:
         """The model as it comes, before the warm start, on the held-out games (once per run:
@@ -397,7 +413,10 @@ class Trainer:
             self.state.curriculum = self.curriculum.state_dict()
         if self.replay is not None:
             self.state.replay = self.replay.state_dict()
-        return save_checkpoint(self.run_dir / name, self.policy, self.tokenizer, self.optimizer,
+        # Only last/ is resumed from, so only last/ keeps the AdamW moments (2x the trainable
+        # weights: 109 MB for SmolLM2's top 4 layers); best/ is for evaluation and export.
+        optimizer = self.optimizer if name == "last" else None
+        return save_checkpoint(self.run_dir / name, self.policy, self.tokenizer, optimizer,
                                asdict(self.state), self.cfg.to_dict(), metrics)
 
     # ------------------------------------------------------------------ the whole run
