@@ -2,8 +2,8 @@
 
     python bench/doc_numbers.py quick               # rerun the quick run; exit 1 if the doc differs
     python bench/doc_numbers.py quick --write       # rerun it and rewrite its block in the doc
-    python bench/doc_numbers.py main-run RUN_DIR    # the main run's block from RUN_DIR/summary.json
-    python bench/doc_numbers.py main-run RUN_DIR --write   # ... into README.md and benchmarks.md
+    python bench/doc_numbers.py main-run RUN_DIR...  # the main run's block: its runs over seeds
+    python bench/doc_numbers.py main-run RUN_DIR... --write   # ... into README.md and benchmarks.md
     python bench/doc_numbers.py spread RUN_DIR RUN_DIR ...  # one preset over seeds: mean, min, max
 
 Two kinds of numbers, two marked blocks (``<!-- NAME:begin ... -->`` to ``<!-- NAME:end -->``):
@@ -14,7 +14,8 @@ Two kinds of numbers, two marked blocks (``<!-- NAME:begin ... -->`` to ``<!-- N
   them. A change that moves them on purpose rewrites the block with ``--write`` in the same
   commit.
 * ``main-run`` (README.md and docs/benchmarks.md, the same block): the held-out results of
-  ``python -m gamerl train --preset tiny`` (30 epochs: too long for CI), each time with the commit
+  ``python -m gamerl train --preset tiny`` over seeds (``--seed 0`` to ``--seed 4``: the mean and
+  min–max of each number; 30 epochs each, too long for CI), each time with the commit
   and the date they were measured at, so a reader can tell how old they are. The commit is the
   run's ``git_commit`` in summary.json when the trainer records one, else this checkout's HEAD,
   which must then be clean (``--allow-dirty`` says "plus uncommitted changes" instead).
@@ -183,6 +184,29 @@ def cmd_quick(args: argparse.Namespace) -> int:
     return 1
 
 
+def spread_results_table(summaries: list[dict]) -> str:
+    """``results_table`` over runs of one command with different seeds: each cell is the mean,
+    then the min–max over the runs (a learning result is never one run: tiny's success ranged
+    68–100% over three runs of one command)."""
+    num_rules = summaries[0]["config"]["num_rules"]
+    lines = [f"| policy | reward | rules satisfied (of {num_rules}) | success | turns |",
+             "|---|---|---|---|---|"]
+    zero_shot = ["zero_shot"] if all("zero_shot" in s for s in summaries) else []
+
+    def cell(values: list[float], fmt: str) -> str:
+        mean = sum(values) / len(values)
+        return f"{mean:{fmt}} ({min(values):{fmt}}–{max(values):{fmt}})"
+
+    for key in [*zero_shot, "baseline", "final", *summaries[0].get("references", [])]:
+        rows = [s[key] for s in summaries]
+        name = ROW_NAMES.get(key, rows[0].get("label", key))
+        lines.append(f"| {name} | {cell([r['reward'] for r in rows], '.2f')} | "
+                     f"{cell([r['rules_satisfied'] for r in rows], '.2f')} | "
+                     f"{cell([r['success_rate'] for r in rows], '.1%')} | "
+                     f"{cell([r['turns'] for r in rows], '.2f')} |")
+    return "\n".join(lines) + "\n"
+
+
 # ----------------------------------------------------------------------------- the main run
 
 def _git(*args: str) -> str:
@@ -209,27 +233,42 @@ NOT_RESULTS = ("out_dir", "wandb_mode", "wandb_project", "progress", "device")
 
 
 def check_main_run_config(config: dict) -> None:
-    """SystemExit unless ``config`` is the main job's: ``get_config("tiny")``."""
+    """SystemExit unless ``config`` is the main job's: ``get_config("tiny")``, with any
+    ``--seed``."""
     from gamerl.config import get_config
 
     main = get_config("tiny").to_dict()
-    differ = sorted(k for k, v in main.items() if k not in NOT_RESULTS and config.get(k) != v)
+    differ = sorted(k for k, v in main.items()
+                    if k not in NOT_RESULTS + ("seed",) and config.get(k) != v)
     if differ:
         raise SystemExit("this run is not `python -m gamerl train --preset tiny`: it differs in "
                          + ", ".join(f"{k}={config.get(k)!r}" for k in differ))
 
 
-def main_run_block(run_dir: Path, allow_dirty: bool = False) -> str:
-    path = run_dir / "summary.json"
-    summary = json.loads(path.read_text())
-    check_main_run_config(summary["config"])
-    return (f"`python -m gamerl train --preset tiny`, {summary['final']['episodes']} held-out "
-            f"games ({_seeds(summary)}):\n\n{results_table(summary)}\n"
-            f"{measured_at(summary, path, allow_dirty)}.\n")
+def main_run_block(run_dirs: list[Path], allow_dirty: bool = False) -> str:
+    """The main job over seeds (``--seed 0`` ... ``--seed N-1``, one run each): mean and
+    min–max per cell, the held-out games, the commit and the date of the latest run."""
+    paths = [Path(d) / "summary.json" for d in run_dirs]
+    summaries = [json.loads(p.read_text()) for p in paths]
+    for summary in summaries:
+        check_main_run_config(summary["config"])
+    seeds = sorted(s["config"]["seed"] for s in summaries)
+    if len(set(seeds)) != len(seeds):
+        raise SystemExit(f"main-run: give runs with different seeds, not {seeds}")
+    stamps = {measured_at(s, p, allow_dirty).split(" on ")[0] for s, p in zip(summaries, paths)}
+    if len(stamps) != 1:
+        raise SystemExit(f"main-run: the runs were measured at different commits: {stamps}")
+    latest = max(range(len(paths)), key=lambda i: paths[i].stat().st_mtime)
+    seed_text = (f"`--seed {seeds[0]}` to `--seed {seeds[-1]}`" if seeds == list(
+        range(seeds[0], seeds[-1] + 1)) else "seeds " + ", ".join(map(str, seeds)))
+    return (f"`python -m gamerl train --preset tiny`, {len(seeds)} runs ({seed_text}), "
+            f"{summaries[0]['final']['episodes']} held-out games ({_seeds(summaries[0])}); "
+            f"each cell the mean over the runs (min–max):\n\n{spread_results_table(summaries)}\n"
+            f"{measured_at(summaries[latest], paths[latest], allow_dirty)}.\n")
 
 
 def cmd_main_run(args: argparse.Namespace) -> int:
-    body = main_run_block(Path(args.run_dir), args.allow_dirty)
+    body = main_run_block([Path(d) for d in args.run_dirs], args.allow_dirty)
     if not args.write:
         print(body, end="")
         return 0
@@ -291,8 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--write", action="store_true")
     q.add_argument("--doc", default=str(BENCHMARKS))
     q.set_defaults(fn=cmd_quick)
-    m = sub.add_parser("main-run", help="the main run's block from a run directory")
-    m.add_argument("run_dir")
+    m = sub.add_parser("main-run", help="the main run's block from its run directories, one "
+                                        "per seed")
+    m.add_argument("run_dirs", nargs="+")
     m.add_argument("--write", action="store_true", help="into README.md and docs/benchmarks.md")
     m.add_argument("--allow-dirty", action="store_true")
     m.set_defaults(fn=cmd_main_run)

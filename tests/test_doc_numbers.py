@@ -5,6 +5,7 @@ and docs/benchmarks.md) names the commit and date it was measured at."""
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import datetime
@@ -60,25 +61,33 @@ def _summary(rows: dict, **extra) -> dict:
             "references": ["solver", "random"], **rows, **extra}
 
 
+def _skeleton(block: str) -> str:
+    """The block with its numbers, commit and date taken out: its format."""
+    block = doc_numbers.COMMIT_LINE.sub("Measured at commit C on D", block)
+    return re.sub(r"\d[\d,]*(\.\d+)?%?", "N", block)
+
+
 def test_main_run_block_is_what_the_tool_writes(tmp_path):
-    """The documented block has exactly the tool's format: rendering its own numbers gives it
-    back (so the next --write changes numbers and commit, nothing else)."""
+    """The documented block has exactly the tool's format (so the next --write changes the
+    numbers, the commit and the date, nothing else): runs over 5 seeds, each cell the mean
+    and the min–max, the zero-shot row (the tiny preset has a warm start)."""
     readme, _ = _main_blocks()
-    table = [line for line in readme.splitlines() if line.startswith("| ") and "---" not in line]
-    rows = {}
-    # the zero-shot row is there when the run had a warm start (the tiny preset has one)
-    keys = ["zero_shot"] * (len(table) == 6) + ["baseline", "final", "solver", "random"]
-    for key, line in zip(keys, table[1:]):
-        name, reward, rules, success, turns = [c.strip() for c in line.strip("|").split("|")]
-        rows[key] = {"label": name, "reward": float(reward), "rules_satisfied": float(rules),
-                     "success_rate": float(success.rstrip("%")) / 100, "turns": float(turns),
-                     "episodes": 128}
-    measured = doc_numbers.COMMIT_LINE.search(readme)
-    path = tmp_path / "summary.json"
-    path.write_text(json.dumps(_summary(rows, git_commit=measured.group(1))))
-    noon = datetime.fromisoformat(measured.group(3) + "T12:00:00+00:00").timestamp()
-    os.utime(path, (noon, noon))  # the tool dates a run by its summary.json
-    assert doc_numbers.main_run_block(tmp_path) == readme
+    dirs = []
+    for seed in range(5):
+        row = {"reward": 1.0 + seed, "rules_satisfied": 2.0, "success_rate": 0.1 * seed,
+               "turns": 3.0, "episodes": 128}
+        summary = _summary({k: dict(row) for k in ("zero_shot", "baseline", "final", "solver",
+                                                    "random")}, git_commit="abcdef1")
+        summary["config"]["seed"] = seed
+        summary["solver"]["label"], summary["random"]["label"] = ("solver (all rules)",
+                                                                  "random strings (floor)")
+        (tmp_path / str(seed)).mkdir()
+        (tmp_path / str(seed) / "summary.json").write_text(json.dumps(summary))
+        dirs.append(tmp_path / str(seed))
+    block = doc_numbers.main_run_block(dirs)
+    assert "| after PPO (last epoch) | 3.00 (1.00–5.00) |" in block  # mean (min–max)
+    assert "20.0% (0.0%–40.0%)" in block and "`--seed 0` to `--seed 4`" in block
+    assert _skeleton(block) == _skeleton(readme)
 
 
 def test_main_run_block_refuses_another_run(tmp_path):
@@ -87,7 +96,7 @@ def test_main_run_block_refuses_another_run(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(SystemExit, match=r"not `python -m gamerl train --preset tiny`.*"
                                          r"epochs=2, eval_episodes=8$"):
-        doc_numbers.main_run_block(tmp_path)
+        doc_numbers.main_run_block([tmp_path])
 
 
 def test_blocks_are_replaced_between_their_markers():
