@@ -514,8 +514,9 @@ TASK_PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     # run 49 min; ~610 and 29 min without it). repeat_penalty 0.1: a repeated guess wastes a
     # turn as an invalid one does, and copying its last guess was the model's main waste.
     # lr 5e-5: at 2e-5 the batch reward flattened after 4 epochs. eval_episodes 256: every
-    # held-out answer once (wins are rare: random answer words win ~0.4%).
-    ("wordle", "smollm2-135m"): dict(max_new_tokens=16, reward_scale=1.0, warmstart=True,
+    # held-out answer once (wins are rare: random answer words win ~0.4%). max_new_tokens 8: a
+    # guess and <|im_end|> are 2-4 tokens; 16 only let zero-shot chatter run on.
+    ("wordle", "smollm2-135m"): dict(max_new_tokens=8, reward_scale=1.0, warmstart=True,
                                      warmstart_examples=256, warmstart_steps=48,
                                      warmstart_batch_size=8, warmstart_lr=3e-4, epochs=8,
                                      lr=5e-5, feedback="latest", eval_episodes=256,
