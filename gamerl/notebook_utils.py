@@ -93,7 +93,8 @@ class LiveCurves:
     PANELS = (("rollout/reward", "eval/reward", "reward"),
               (None, None, None),  # the headline number, set in __init__
               ("adv/kl_ref_k3", None, None))
-    LABELS = {"rollout/reward": "reward per game", "adv/kl_ref_k3": "KL to the reference (k3, >= 0)"}
+    LABELS = {"rollout/reward": "reward per game",
+              "adv/kl_ref_k3": "KL to the reference (k3, >= 0)"}
 
     def __init__(self, headline: str = "rules_satisfied", epochs: int = 0,
                  baseline: dict | None = None, references: dict | None = None):

@@ -404,6 +404,42 @@ def kl_stats(batch: PPOBatch, cfg: TrainConfig,
 # ----------------------------------------------------------------------------- the update
 
 
+def ppo_loss(new, mb: dict[str, torch.Tensor], cfg: TrainConfig
+             ) -> tuple[torch.Tensor, dict[str, Any]]:
+    """The PPO objective on one micro-batch ``mb`` (``PPOBatch.rows``) given the policy's fresh
+    pass ``new`` (log-probs, values, entropy: [B, T]); returns the loss to minimise and its
+    parts (for the log).
+
+    loss = clipped policy loss - entropy_coef * entropy
+           + vf_coef * clipped value loss             (GAE: the critic learns; GRPO has none)
+           + kl_coef * KL(policy || reference)         (when the KL is a loss term, not a
+                                                        reward penalty: kl_in_reward)
+    """
+    # ALGO LOGIC
+    use_critic = cfg.advantage_estimator == "gae"
+    pg = ppo.ppo_policy_loss(new.logprobs, mb["old_logprobs"], mb["advantages"], mb["mask"],
+                             cfg.clip_range, cfg.clip_range_high, cfg.loss_agg, cfg.clip_ratio_c)
+    v_loss, v_clip = ppo.ppo_value_loss(new.values, mb["old_values"], mb["returns"], mb["mask"],
+                                        cfg.value_clip_range)
+    ent = ppo.masked_mean(new.entropy, mb["mask"])
+    loss = pg.loss - cfg.entropy_coef * ent
+    if use_critic:
+        loss = loss + cfg.vf_coef * v_loss
+    if cfg.kl_coef > 0 and not (cfg.kl_in_reward and use_critic):
+        # an estimator whose gradient is a KL's (TrainConfig refuses k1 here)
+        kl = ppo.masked_mean(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"],
+                                            cfg.kl_loss_estimator), mb["mask"])
+        loss = loss + cfg.kl_coef * kl
+    else:  # logged only
+        with torch.no_grad():
+            kl = ppo.masked_mean(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"], "k3"),
+                                 mb["mask"])
+    return loss, {"policy_loss": pg.loss, "value_loss": v_loss, "entropy": ent,
+                  "approx_kl": pg.approx_kl, "clip_fraction": pg.clip_fraction,
+                  "ratio_mean": pg.ratio_mean, "value_clip_fraction": v_clip,
+                  "kl_ref_update": kl}
+
+
 def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch: PPOBatch,
                cfg: TrainConfig) -> dict[str, float]:
     """``ppo_epochs`` x minibatches of clipped PPO on one batch. Returns averaged diagnostics,
@@ -411,8 +447,6 @@ def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch:
     the old ones: ratio 1)."""
     policy.train()
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    use_critic = cfg.advantage_estimator == "gae"
-    kl_loss = cfg.kl_coef > 0 and not (cfg.kl_in_reward and use_critic)
     sampling = Sampling.from_config(cfg)
     # The entropy is always logged; it needs a graph only when the bonus uses it.
     entropy_grad = cfg.entropy_coef != 0
@@ -446,23 +480,7 @@ def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch:
                     old = mb["gen_logprobs"] if batch.scores_deferred else mb["old_logprobs"]
                     checks = check_logprobs("first_ratio", new.logprobs.detach(), old,
                                             mb["mask"], batch.dtype)
-                pg = ppo.ppo_policy_loss(new.logprobs, mb["old_logprobs"], mb["advantages"],
-                                         mb["mask"], cfg.clip_range, cfg.clip_range_high,
-                                         cfg.loss_agg, cfg.clip_ratio_c)
-                v_loss, v_clip = ppo.ppo_value_loss(new.values, mb["old_values"], mb["returns"],
-                                                    mb["mask"], cfg.value_clip_range)
-                ent = ppo.masked_mean(new.entropy, mb["mask"])
-                loss = pg.loss - cfg.entropy_coef * ent
-                if use_critic:
-                    loss = loss + cfg.vf_coef * v_loss
-                if kl_loss:  # an estimator whose gradient is a KL's (validate refuses k1)
-                    kl = ppo.masked_mean(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"],
-                                                        cfg.kl_loss_estimator), mb["mask"])
-                    loss = loss + cfg.kl_coef * kl
-                else:  # logged only
-                    with torch.no_grad():
-                        kl = ppo.masked_mean(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"],
-                                                            "k3"), mb["mask"])
+                loss, parts = ppo_loss(new, mb, cfg)  # ALGO LOGIC: the objective
                 if not ppo.all_finite(loss):  # the NaN guard, part 1: never backprop a nan
                     finite = False
                     break
@@ -472,12 +490,9 @@ def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch:
                           else torch.tensor(len(mb["input_ids"]) / len(rows)))
                 (loss * weight).backward()
                 tokens_seen += int(mb["attention_mask"].sum())
-                for k, v in (("policy_loss", pg.loss), ("value_loss", v_loss), ("entropy", ent),
-                             ("approx_kl", pg.approx_kl), ("clip_fraction", pg.clip_fraction),
-                             ("ratio_mean", pg.ratio_mean), ("value_clip_fraction", v_clip),
-                             ("kl_ref_update", kl), ("loss", loss)):
+                for k, v in {**parts, "loss": loss}.items():
                     stats[k].append(float(v.detach()) if torch.is_tensor(v) else float(v))
-                epoch_kl.append(float(pg.approx_kl))
+                epoch_kl.append(float(parts["approx_kl"]))
             grad_norm = (float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
                          if finite else math.nan)
             if not finite or not math.isfinite(grad_norm):  # the NaN guard, part 2
@@ -599,5 +614,5 @@ def without_lost(batch: PPOBatch) -> PPOBatch:
 
 __all__ = ["LOGPROB_TOLERANCE", "PPOBatch", "PolicyPass", "check_logprobs", "collect",
            "compute_advantages", "epoch_seeds", "forward_policy", "group_ids", "make_optimizer",
-           "ppo_update", "prefixed", "reference_logprobs", "resolve_dtype", "scalars",
+           "ppo_loss", "ppo_update", "prefixed", "reference_logprobs", "resolve_dtype", "scalars",
            "scores_in_update", "seed_everything", "support_rows", "without_lost"]

@@ -461,9 +461,10 @@ class Trainer:
                    "baseline": self.baseline, "final": final, **refs,
                    # as a person reads them: the first and last seed (both played), epochs
                    # counted from 1 (the epoch lines' and the figures' numbering)
-                   "references": list(refs), "eval_seeds": [cfg.eval_seed_start,
-                                                           cfg.eval_seed_start + cfg.eval_episodes - 1],
-                   "epochs": self.state.epoch, "best_epoch": self.state.best_epoch + 1,
+                   "references": list(refs),
+                   "eval_seeds": [cfg.eval_seed_start, cfg.eval_seed_start + cfg.eval_episodes - 1],
+                   "epochs": self.state.epoch,
+                   "best_epoch": self.state.best_epoch + 1 if self.state.best_epoch >= 0 else None,
                    "skipped_updates": self.state.skipped_updates,
                    "warmstart": self.warmstart_stats,
                    "train_seconds_this_process": time.time() - t_start}
