@@ -215,8 +215,8 @@ def _git(*args: str) -> str:
 
 
 def measured_at(summary: dict, summary_path: Path, allow_dirty: bool) -> str:
-    commit = summary.get("git_commit")
-    suffix = ""
+    commit = summary.get("git_commit")  # the run's own record (gamerl.runs.code_version)
+    suffix = " plus uncommitted changes" if summary.get("git_dirty") else ""
     if commit is None:
         commit = _git("rev-parse", "--short", "HEAD")
         if _git("status", "--porcelain", "--untracked-files=no"):

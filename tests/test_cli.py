@@ -5,12 +5,16 @@ Subprocesses, CPU, offline; the train run uses wandb in its default offline mode
 
 import json
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from gamerl.models import build_tiny
 
 from conftest import run_gamerl  # pytest (prepend import mode) puts tests/ on sys.path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 METRIC_KEYS = {"reward", "rules_satisfied", "success_rate", "episodes", "turns",
                "per_rule_pass_rate"}
@@ -50,6 +54,10 @@ def test_train_writes_summary_figures_metrics_and_checkpoints(run):
         assert len(summary[row]["per_rule_pass_rate"]) == 4
     assert summary["solver"]["success_rate"] == 1.0
     assert summary["eval_seeds"] == [1_000_000, 1_000_003]  # first and last, both played
+    # the code it ran: this checkout's commit (None outside git), read when the run started
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip() or None
+    assert summary["git_commit"] == head and isinstance(summary["git_dirty"], (bool, type(None)))
     assert summary["config"]["epochs"] == 1 and summary["config"]["num_rules"] == 4
     for fig in ("training_curves.png", "success_rate.png", "rule_pass_rates.png"):
         assert (out / fig).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", fig

@@ -32,6 +32,7 @@ from ..models.lora import LoraSettings, apply_lora, load_4bit, load_lora_policy
 from ..models import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, load_policy,
                               load_reference)
 from .replay import FailureReplay
+from ..runs.code_version import code_version
 from ..runs.rundir import RunLock, open_run
 from ..tracking.samples import episode_table, sample_rows
 from .rollout import Episode, rollout, summarize
@@ -92,6 +93,7 @@ class Trainer:
     def _open(self, resume: bool, make_env: Optional[Callable[[], Any]]) -> None:
         """Refuse or recover (gamerl.runs.rundir.open_run), then load the models and the state."""
         cfg = self.cfg
+        self.code = code_version()  # read now: the code this process runs, whatever comes later
         last = open_run(self.run_dir, resume)
         # Everything of last/ that is not a model, read now: a refusal must come before any
         # write (config.json is written after the models load, for a resumed run).
@@ -467,7 +469,8 @@ class Trainer:
                    "best_epoch": self.state.best_epoch + 1 if self.state.best_epoch >= 0 else None,
                    "skipped_updates": self.state.skipped_updates,
                    "warmstart": self.warmstart_stats,
-                   "train_seconds_this_process": time.time() - t_start}
+                   "train_seconds_this_process": time.time() - t_start,
+                   **self.code}
         self.tracker.log({"kind": "eval", "epoch": self.state.epoch, "name": "final",
                           **scalars(final)},
                          step=self.state.epoch + 1)
