@@ -109,3 +109,16 @@ def test_the_tiny_model_plays_the_new_game(registered, tiny):
         assert len(ep.turns) == TURNS and ep.done
         assert sum(ep.policy_mask) == sum(t.n_tokens for t in ep.turns) > 0
         assert all("right" in t.stats for t in ep.turns)
+
+
+def test_a_registered_game_is_a_valid_train_config(registered):
+    """TrainConfig.task is checked against the registry, not a fixed list: the new game is a
+    valid setting once registered, and a game nobody registered is refused by name."""
+    from gamerl.config import TrainConfig, get_config
+
+    cfg = TrainConfig(task="say_the_number", model="tiny", max_steps=TURNS)
+    assert cfg.task == "say_the_number"
+    assert get_config("tiny", task="say_the_number").task == "say_the_number"
+    with pytest.raises(ValueError, match="'chess960' is not a registered game; choose from "
+                                         r".*say_the_number"):
+        TrainConfig(task="chess960")

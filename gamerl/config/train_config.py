@@ -45,11 +45,12 @@ class TrainConfig:
     share_prefix: bool = True
 
     # ------------------------------------------------------------------ task (the game)
-    # "password_game" (the fields below), "wordle" or "openspiel" (gamerl/games/base.py).
+    # a game of the registry (gamerl/games/registry.py): "password_game" (the fields below),
+    # "wordle", "openspiel", or one added with register_task.
     # task_config holds the other games' settings: Wordle's WordleConfig fields ({"max_guesses": 6,
     # "reward": {...}}), OpenSpiel's environment ({"games": [...], "opponent": "random",
     # "mcts_simulations": 50, "illegal_move_policy": "retry", "model_seat": "random", ...}).
-    task: Literal["password_game", "wordle", "openspiel"] = "password_game"
+    task: str = "password_game"
     task_config: dict = field(default_factory=dict)
 
     # ------------------------------------------------------------------ game (Password Game)
@@ -202,8 +203,10 @@ class TrainConfig:
             if not cond:
                 raise ValueError(f"TrainConfig: {msg}")
 
-        need(self.task in ("password_game", "wordle", "openspiel"),
-             "task: 'password_game', 'wordle' or 'openspiel'")
+        from ..games.registry import TASKS
+
+        need(self.task in TASKS, f"task {self.task!r} is not a registered game; choose from "
+             f"{', '.join(sorted(TASKS))} (or register_task: docs/training.md, 'Adding a game')")
         need(isinstance(self.task_config, dict), "task_config must be a dict")
         need(self.warmstart_demos in ("format", "expert"), "warmstart_demos: 'format' or 'expert'")
         if self.warmstart_demos == "expert":  # the game says whether it has an expert
