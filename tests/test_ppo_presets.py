@@ -277,3 +277,33 @@ def test_seed_preset_critic_reaches_the_returns_in_its_three_epochs(tiny_dir):
         assert value > 0.5 * ret > 0
     ret, value, _ = old[1]
     assert value < 0.1 * ret
+
+
+def test_advantage_estimators_are_a_registry_with_one_signature():
+    """The settings name an estimator (TrainConfig.estimator_name); compute_advantages looks it
+    up in ppo.ADVANTAGE_ESTIMATORS, as verl's register_adv_est: a new one is one decorated
+    function, used with no change to gamerl/core/epoch.py. A hand-computed check: "last_reward"
+    gives every policy token its episode's final reward, no critic, no whitening."""
+    assert {"gae_turn", "gae_token", "grpo"} <= set(ppo.ADVANTAGE_ESTIMATORS)
+    assert get_config("tiny").estimator_name == "gae_turn"
+    assert get_config("tiny", discount_per="token").estimator_name == "gae_token"
+    assert get_config("qwen3-0.6b", task="wordle").estimator_name == "grpo"
+
+    @ppo.register_advantage_estimator("last_reward", uses_critic=False, whiten=False)
+    def last_reward(rewards, values, mask, group_ids, gamma, lam):
+        adv = rewards.sum(-1, keepdim=True).expand_as(rewards) * mask
+        return adv, adv
+
+    try:
+        cfg = get_config("tiny")  # validated settings, then the estimator's name swapped in
+        object.__setattr__(cfg, "advantage_estimator", "last_reward")
+        batch = synthetic_batch([[1, 1, 0], [1, 0, 0]], [[0, 2.0, 0], [1.0, 0, 0]], [0, 1])
+        stats = compute_advantages(batch, cfg)
+        scale = cfg.reward_scale
+        assert torch.allclose(batch.advantages, torch.tensor([[2 * scale, 2 * scale, 0],
+                                                              [scale, 0, 0]]))
+        assert stats["explained_variance"] != stats["explained_variance"]  # nan: no critic
+        with pytest.raises(ValueError, match="unknown advantage estimator 'nope'"):
+            ppo.get_advantage_estimator("nope")
+    finally:
+        del ppo.ADVANTAGE_ESTIMATORS["last_reward"]

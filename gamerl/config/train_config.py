@@ -271,6 +271,14 @@ class TrainConfig:
     def train_seeds(self) -> range:
         return range(self.train_seed_start, self.train_seed_start + self.train_seed_count)
 
+    @property
+    def estimator_name(self) -> str:
+        """The advantage estimator these settings name (gamerl.core.ppo.ADVANTAGE_ESTIMATORS):
+        "gae_turn" or "gae_token" (GAE, by ``discount_per``), or "grpo"."""
+        if self.advantage_estimator == "gae":
+            return f"gae_{self.discount_per}"
+        return self.advantage_estimator
+
     def eval_seeds(self, n: Optional[int] = None) -> list[int]:
         return list(range(self.eval_seed_start, self.eval_seed_start + (n or self.eval_episodes)))
 

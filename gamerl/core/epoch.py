@@ -234,7 +234,8 @@ def scores_in_update(cfg: TrainConfig, episodes: int) -> bool:
     dropout in the update's train mode (LoRA dropout), which would make that pass differ from
     the policy that sampled."""
     return (cfg.ppo_epochs == 1 and cfg.minibatch_size >= episodes
-            and cfg.advantage_estimator != "gae" and not (cfg.lora and cfg.lora_dropout > 0))
+            and not ppo.get_advantage_estimator(cfg.estimator_name).uses_critic
+            and not (cfg.lora and cfg.lora_dropout > 0))
 
 
 def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
@@ -341,40 +342,36 @@ def check_logprobs(name: str, a: torch.Tensor, b: torch.Tensor, mask: torch.Tens
 def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
     """Fill ``batch.rewards/advantages/returns``; return statistics for the log.
 
-    GAE (``cfg.discount_per`` "turn": gamma/lam between turns, or "token": verl's per-token
-    GAE), with the KL penalty (``kl_estimator``) in the reward when ``kl_in_reward``; then the
-    advantages are whitened over the batch's policy tokens. GRPO: each episode's scaled return
-    against its group's, used AS IS (already normalised per group: whitening again would shift
-    a tied group's zeros, see ``ppo.compute_grpo_advantages``).
+    The estimator is ``cfg.estimator_name``'s (``ppo.ADVANTAGE_ESTIMATORS``): GAE per turn
+    (gamma/lam between turns) or per token (verl's), with the KL penalty (``kl_estimator``) in
+    the reward when ``kl_in_reward``, then whitened over the batch's policy tokens; GRPO: each
+    episode's scaled return against its group's, used AS IS (already normalised per group:
+    whitening again would shift a tied group's zeros, see ``ppo.compute_grpo_advantages``).
 
     With ``batch.scores_deferred`` the old and reference log-probs exist only after the update:
     the returned dict's ``kl_ref``, ``kl_ref_k3`` and ``check/gen_vs_old_*`` are filled in by
     ``ppo_update`` (the same dict), so a caller that logs after the update logs them."""
+    # ALGO LOGIC
     mask = batch.mask
     m = mask.bool()
     rewards = batch.env_rewards * cfg.reward_scale
-    gae = cfg.advantage_estimator == "gae"
+    estimator = ppo.get_advantage_estimator(cfg.estimator_name)
     kl = None  # per-token KL(pi_old || pi_ref), computed once when the reward needs it
-    if gae and cfg.kl_in_reward and cfg.kl_coef:  # scores_in_update is never GAE
+    if estimator.uses_critic and cfg.kl_in_reward and cfg.kl_coef:  # never with deferred scores
         kl = ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator)
         rewards = rewards - cfg.kl_coef * torch.where(m, kl, torch.zeros_like(kl))
-    if gae:
-        estimator = ppo.compute_turn_gae if cfg.discount_per == "turn" else ppo.compute_gae
-        advantages, returns = estimator(rewards, batch.old_values, mask, cfg.gamma, cfg.lam)
-        raw = advantages
-        if cfg.whiten_advantages:
-            advantages = ppo.masked_whiten(advantages, mask)
-    else:  # GRPO: the episode's (scaled) return against the other plays of the same game
-        scores = rewards.sum(-1)
-        advantages = raw = ppo.compute_grpo_advantages(scores, batch.group_ids, mask)
-        returns = torch.where(m, advantages + batch.old_values, torch.zeros_like(advantages))
+    advantages, returns = estimator.fn(rewards, batch.old_values, mask, batch.group_ids,
+                                       cfg.gamma, cfg.lam)
+    raw = advantages
+    if estimator.whiten and cfg.whiten_advantages:
+        advantages = ppo.masked_whiten(advantages, mask)
     batch.rewards, batch.advantages, batch.returns = rewards, advantages, returns
     stats = {
         "advantage_mean_raw": float(ppo.masked_mean(raw, mask)),
         "return_mean": float(ppo.masked_mean(returns, mask)),
         "value_mean": float(ppo.masked_mean(batch.old_values, mask)),
         "explained_variance": (ppo.explained_variance(batch.old_values, returns, mask)
-                               if gae else math.nan),  # no critic: nothing to explain
+                               if estimator.uses_critic else math.nan),  # no critic: nothing
     }
     if batch.scores_deferred:  # ppo_update fills these in (docstring)
         stats.update(kl_ref=math.nan, kl_ref_k3=math.nan)
@@ -416,7 +413,7 @@ def ppo_loss(new, mb: dict[str, torch.Tensor], cfg: TrainConfig
                                                         reward penalty: kl_in_reward)
     """
     # ALGO LOGIC
-    use_critic = cfg.advantage_estimator == "gae"
+    use_critic = ppo.get_advantage_estimator(cfg.estimator_name).uses_critic
     pg = ppo.ppo_policy_loss(new.logprobs, mb["old_logprobs"], mb["advantages"], mb["mask"],
                              cfg.clip_range, cfg.clip_range_high, cfg.loss_agg, cfg.clip_ratio_c)
     v_loss, v_clip = ppo.ppo_value_loss(new.values, mb["old_values"], mb["returns"], mb["mask"],

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 import torch
 
@@ -37,6 +37,10 @@ __all__ = [
     "compute_turn_gae",
     "turn_ends",
     "compute_grpo_advantages",
+    "ADVANTAGE_ESTIMATORS",
+    "AdvantageEstimator",
+    "get_advantage_estimator",
+    "register_advantage_estimator",
     "kl_penalty",
     "agg_loss",
     "PolicyLossOutput",
@@ -341,6 +345,66 @@ def compute_grpo_advantages(
 
     # broadcast the per-episode number to every policy token of the episode
     return _zero_masked(advantage[:, None].expand(m.shape), m)
+
+
+# --------------------------------------------------------------------------------------
+# Advantage estimators, by name (verl's register_adv_est / get_adv_estimator_fn)
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdvantageEstimator:
+    """One way to turn rewards into advantages and returns, with one signature:
+    ``fn(rewards [B, T], values [B, T], mask [B, T], group_ids [B], gamma, lam)`` ->
+    ``(advantages [B, T], returns [B, T])``, 0 on mask-0 tokens.
+
+    ``uses_critic``: it needs the value head's estimates (and trains it: the value loss, the
+    KL-in-reward penalty and explained variance apply); ``whiten``: its advantages are then
+    normalised over the batch's policy tokens (GRPO's are normalised per group already)."""
+
+    name: str
+    fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+    uses_critic: bool
+    whiten: bool
+
+
+ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {}
+
+
+def register_advantage_estimator(name: str, *, uses_critic: bool, whiten: bool):
+    """Decorator: make ``fn`` the estimator ``name`` (``TrainConfig.estimator_name``)."""
+    def register(fn):
+        ADVANTAGE_ESTIMATORS[name] = AdvantageEstimator(name, fn, uses_critic, whiten)
+        return fn
+    return register
+
+
+def get_advantage_estimator(name: str) -> AdvantageEstimator:
+    if name not in ADVANTAGE_ESTIMATORS:
+        raise ValueError(f"unknown advantage estimator {name!r}; registered: "
+                         f"{', '.join(sorted(ADVANTAGE_ESTIMATORS))}")
+    return ADVANTAGE_ESTIMATORS[name]
+
+
+@register_advantage_estimator("gae_turn", uses_critic=True, whiten=True)
+def _gae_per_turn(rewards, values, mask, group_ids, gamma, lam):
+    """GAE with gamma and lam applied between turns (every token of an answer shares it)."""
+    return compute_turn_gae(rewards, values, mask, gamma, lam)
+
+
+@register_advantage_estimator("gae_token", uses_critic=True, whiten=True)
+def _gae_per_token(rewards, values, mask, group_ids, gamma, lam):
+    """verl's per-token GAE: gamma and lam applied at every policy token."""
+    return compute_gae(rewards, values, mask, gamma, lam)
+
+
+@register_advantage_estimator("grpo", uses_critic=False, whiten=False)
+def _grpo(rewards, values, mask, group_ids, gamma, lam):
+    """The episode's return against the other plays of its game (its group); the returns are
+    advantage + value, only for the log (no critic learns from them)."""
+    advantages = compute_grpo_advantages(rewards.sum(-1), group_ids, mask)
+    returns = torch.where(_as_bool(mask), advantages + values, torch.zeros_like(advantages))
+    return advantages, returns
 
 
 # --------------------------------------------------------------------------------------
