@@ -161,9 +161,11 @@ def test_without_lost_keeps_every_row_field_aligned(tiny_dir, tmp_path):
     output too (trainable_layers, the smollm2-135m preset's setting): before the fix the trunk
     cache kept all rows, so every later row was updated from another episode's hidden states
     (issue 22, defect 1)."""
+    import dataclasses
+
     import torch
 
-    from gamerl.core.epoch import collect, without_lost
+    from gamerl.core.epoch import PPOBatch, collect, without_lost
 
     cfg = cfg_for(tiny_dir, trainable_layers=1)
     trainer = Trainer(cfg, tmp_path / "run")
@@ -177,5 +179,20 @@ def test_without_lost_keeps_every_row_field_aligned(tiny_dir, tmp_path):
         for new, old in enumerate([0, 2, 3]):
             assert torch.equal(kept.input_ids[new], batch.input_ids[old])
             assert torch.equal(kept.trunk_cache[new], batch.trunk_cache[old])
+        # PPOBatch.PER_ROW lists every [B, ...] tensor a collected batch holds, so select()
+        # (and without_lost through it) cannot drift from the batch's fields again
+        per_row = {f.name for f in dataclasses.fields(batch)
+                   if torch.is_tensor(getattr(batch, f.name))
+                   and getattr(batch, f.name).shape[:1] == (len(batch),)}
+        assert per_row <= set(PPOBatch.PER_ROW), per_row - set(PPOBatch.PER_ROW)
+        # a general selection keeps each row's packed sampling supports with its tokens
+        assert batch.support is not None  # top-k/top-p sampling: supports are kept
+        picked = batch.select(torch.tensor([3, 0]))
+        for new, old in enumerate([3, 0]):
+            mine = picked.support[picked.support_index[new][picked.mask[new].bool()]]
+            theirs = batch.support[batch.support_index[old][batch.mask[old].bool()]]
+            assert torch.equal(mine, theirs) and len(mine) == int(batch.mask[old].sum())
+        assert [e.seed for e in picked.episodes] == [batch.episodes[3].seed,
+                                                     batch.episodes[0].seed]
     finally:
         trainer.close()

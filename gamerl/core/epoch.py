@@ -205,9 +205,27 @@ class PPOBatch:
     deferred_reference: Any = None
     deferred_stats: Optional[dict] = None
 
+    # Every per-row field ([B, ...]). ``select`` cuts exactly these, so a field added above is
+    # added here once and cannot be forgotten by one caller (tests/test_lost_sessions.py checks
+    # that every [B, ...] tensor of a collected batch is listed).
+    PER_ROW = ("input_ids", "attention_mask", "mask", "env_rewards", "gen_logprobs",
+               "old_logprobs", "old_values", "ref_logprobs", "group_ids", "support_index",
+               "trunk_cache", "rewards", "advantages", "returns")
+
     @property
     def scores_deferred(self) -> bool:
         return self.deferred_reference is not None
+
+    def select(self, idx: torch.Tensor) -> "PPOBatch":
+        """The batch of rows ``idx`` (in that order): their episodes, every per-row tensor that
+        is filled, and the packed supports their policy tokens own (re-indexed)."""
+        rows = {n: getattr(self, n)[idx] for n in self.PER_ROW if getattr(self, n) is not None}
+        support = self.support
+        if support is not None:
+            support = support[rows["support_index"][rows["mask"].bool()]]
+            rows["support_index"] = support_rows(rows["mask"])
+        return replace(self, episodes=[self.episodes[int(i)] for i in idx], support=support,
+                       **rows)
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -593,20 +611,13 @@ def scalars(metrics: dict[str, Any]) -> dict[str, Any]:
 def without_lost(batch: PPOBatch) -> PPOBatch:
     """The batch without the episodes whose server session was lost (gamerl.core.sessions): they
     carry no loss already (mask 0), but GRPO's group baselines and the whitening must not see
-    them either. Their mask is 0, so they own no packed support rows: the rows keep their order."""
+    them either."""
     keep = [i for i, ep in enumerate(batch.episodes) if not ep.lost]
     if len(keep) == len(batch):
         return batch
-    idx = torch.tensor(keep, dtype=torch.long, device=batch.input_ids.device)
-    # Every per-row tensor of PPOBatch ([B, ...]) that is filled; trunk_cache too, or later
-    # rows would be updated from another episode's frozen-layer states (shapes still match).
-    rows = {name: getattr(batch, name)[idx] for name in (
-        "input_ids", "attention_mask", "mask", "env_rewards", "gen_logprobs", "old_logprobs",
-        "old_values", "ref_logprobs", "group_ids", "trunk_cache", "rewards", "advantages",
-        "returns") if getattr(batch, name) is not None}
-    index = support_rows(rows["mask"]) if batch.support is not None else None
-    return replace(batch, episodes=[batch.episodes[i] for i in keep], support_index=index,
-                   **rows)
+    # every per-row tensor (PPOBatch.PER_ROW): trunk_cache too, or later rows would be updated
+    # from another episode's frozen-layer states (shapes still match, nothing fails)
+    return batch.select(torch.tensor(keep, dtype=torch.long, device=batch.input_ids.device))
 
 
 __all__ = ["LOGPROB_TOLERANCE", "PPOBatch", "PolicyPass", "check_logprobs", "collect",
