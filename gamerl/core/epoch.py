@@ -555,10 +555,24 @@ def _score_in_update(batch: PPOBatch, rows: torch.Tensor, mb: dict[str, Any], ne
 # ----------------------------------------------------------------------------- setup helpers
 
 
-def seed_everything(seed: int) -> None:
+def seed_everything(seed: int, device: Optional[torch.device] = None) -> None:
+    """Seed Python, numpy and torch; on the CPU also turn on torch's deterministic algorithms.
+
+    Why the CPU: with more than one thread, some CPU kernels accumulate with atomic adds in the
+    order the threads happen to run (``index_put_(accumulate=True)``, the backward of the
+    gathers in the shared-prefix pass and the packed sampling supports), so two runs of one
+    command parted in the last bits of the first update when another job was taking CPU time,
+    and their games parted epochs later (issue 23; tests/test_determinism.py). Deterministic
+    mode runs those kernels in a fixed order. On a GPU it would cost speed and needs
+    CUBLAS_WORKSPACE_CONFIG, so it is left to the user there (``torch.use_deterministic_
+    algorithms``)."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+    on_cpu = (torch.device(device).type == "cpu" if device is not None
+              else not torch.cuda.is_available())
+    if on_cpu:
+        torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 def resolve_dtype(cfg: TrainConfig) -> Optional[torch.dtype]:
