@@ -47,6 +47,7 @@ import math
 import random
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
@@ -459,7 +460,13 @@ def ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch:
                cfg: TrainConfig) -> dict[str, float]:
     """``ppo_epochs`` x minibatches of clipped PPO on one batch. Returns averaged diagnostics,
     with the self-check of the first micro-batch (before any step the new log-probs must equal
-    the old ones: ratio 1)."""
+    the old ones: ratio 1). Deterministic on the CPU (``deterministic_backward``)."""
+    with deterministic_backward(policy.device):
+        return _ppo_update(policy, optimizer, batch, cfg)
+
+
+def _ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch: PPOBatch,
+                cfg: TrainConfig) -> dict[str, float]:
     policy.train()
     params = [p for group in optimizer.param_groups for p in group["params"]]
     sampling = Sampling.from_config(cfg)
@@ -555,24 +562,34 @@ def _score_in_update(batch: PPOBatch, rows: torch.Tensor, mb: dict[str, Any], ne
 # ----------------------------------------------------------------------------- setup helpers
 
 
-def seed_everything(seed: int, device: Optional[torch.device] = None) -> None:
-    """Seed Python, numpy and torch; on the CPU also turn on torch's deterministic algorithms.
-
-    Why the CPU: with more than one thread, some CPU kernels accumulate with atomic adds in the
-    order the threads happen to run (``index_put_(accumulate=True)``, the backward of the
-    gathers in the shared-prefix pass and the packed sampling supports), so two runs of one
-    command parted in the last bits of the first update when another job was taking CPU time,
-    and their games parted epochs later (issue 23; tests/test_determinism.py). Deterministic
-    mode runs those kernels in a fixed order. On a GPU it would cost speed and needs
-    CUBLAS_WORKSPACE_CONFIG, so it is left to the user there (``torch.use_deterministic_
-    algorithms``)."""
+def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    on_cpu = (torch.device(device).type == "cpu" if device is not None
-              else not torch.cuda.is_available())
-    if on_cpu:
-        torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+@contextmanager
+def deterministic_backward(device: torch.device):
+    """Torch's deterministic algorithms for the duration, on the CPU (restored after).
+
+    Why: with more than one thread some CPU kernels of the backward pass accumulate with atomic
+    adds in the order the threads happen to run (``index_put_(accumulate=True)``: the backward
+    of the gathers in the shared-prefix pass and the packed sampling supports), so two runs of
+    one command parted in the last bits of the first update whenever another job was taking CPU
+    time (issue 23; tests/test_determinism.py). Only the updates (PPO, the warm start) need it:
+    the rollouts and scoring passes agreed, and deterministic mode roughly doubled the time of
+    generation on the CPU. On a GPU it would cost speed and needs CUBLAS_WORKSPACE_CONFIG, so
+    it is left to the user there."""
+    if torch.device(device).type != "cpu":
+        yield
+        return
+    was, warn_only = (torch.are_deterministic_algorithms_enabled(),
+                      torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=warn_only)
 
 
 def resolve_dtype(cfg: TrainConfig) -> Optional[torch.dtype]:
@@ -635,6 +652,6 @@ def without_lost(batch: PPOBatch) -> PPOBatch:
 
 
 __all__ = ["LOGPROB_TOLERANCE", "PPOBatch", "PolicyPass", "check_logprobs", "collect",
-           "compute_advantages", "epoch_seeds", "forward_policy", "group_ids", "make_optimizer",
+           "compute_advantages", "deterministic_backward", "epoch_seeds", "forward_policy", "group_ids", "make_optimizer",
            "ppo_loss", "ppo_update", "prefixed", "reference_logprobs", "resolve_dtype", "scalars",
            "scores_in_update", "seed_everything", "support_rows", "without_lost"]

@@ -115,8 +115,8 @@ class Trainer:
                     "KL reference, and the base of LoRA adapters)")
         if last is None:  # first: a warm start killed now resumes with these settings
             cfg.save(self.run_dir / "config.json")
+        seed_everything(cfg.seed)
         device = torch.device(cfg.device) if cfg.device else None
-        seed_everything(cfg.seed, device)
         dtype = resolve_dtype(cfg)
 
         # The initial policy: the warm-started model (cached in the run dir) or the model itself.

@@ -157,6 +157,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     continuing from ``warmstart_progress`` beside it when a previous attempt was killed.
     Returns {"loss_first", "loss_last", "seconds", "steps"} (seconds over all attempts)."""
     from ..progress import tqdm
+    from .epoch import deterministic_backward
 
     out_dir = Path(out_dir)
     progress_dir = out_dir.parent / PROGRESS_DIR
@@ -182,9 +183,10 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     saved_at, save_cost = time.time(), 0.0
     for _ in bar:
         batch = rng.sample(examples, min(cfg.warmstart_batch_size, len(examples)))
-        loss = sft_loss(lm, batch, tokenizer.pad_token_id, split)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        with deterministic_backward(lm.device):  # the update's order fixed (epoch.py)
+            loss = sft_loss(lm, batch, tokenizer.pad_token_id, split)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         losses.append(loss.item())
