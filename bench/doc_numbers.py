@@ -259,6 +259,10 @@ def main_run_block(run_dirs: list[Path], allow_dirty: bool = False) -> str:
     if len(stamps) != 1:
         raise SystemExit(f"main-run: the runs were measured at different commits: {stamps}")
     latest = max(range(len(paths)), key=lambda i: paths[i].stat().st_mtime)
+    if len(summaries) == 1:  # one run: its own numbers (not a spread: say so by its form)
+        return (f"`python -m gamerl train --preset tiny`, {summaries[0]['final']['episodes']} "
+                f"held-out games ({_seeds(summaries[0])}):\n\n{results_table(summaries[0])}\n"
+                f"{measured_at(summaries[0], paths[0], allow_dirty)}.\n")
     seed_text = (f"`--seed {seeds[0]}` to `--seed {seeds[-1]}`" if seeds == list(
         range(seeds[0], seeds[-1] + 1)) else "seeds " + ", ".join(map(str, seeds)))
     return (f"`python -m gamerl train --preset tiny`, {len(seeds)} runs ({seed_text}), "
