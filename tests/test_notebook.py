@@ -182,11 +182,11 @@ def test_the_training_cell_runs_what_the_cli_runs(tmp_path):
         if name == "cli":
             trainer.train()
         else:  # the cells before it evaluated the baseline; then the training cell itself
-            trainer.evaluate(name="baseline")
+            baseline = trainer.evaluate(name="baseline")
             from gamerl.progress import tqdm
 
-            exec(cell.source, {"trainer": trainer, "cfg": cfg, "tqdm": tqdm,
-                               "LiveCurves": NoFigure})
+            exec(cell.source, {"trainer": trainer, "cfg": cfg, "tqdm": tqdm, "baseline": baseline,
+                               "references": {}, "LiveCurves": NoFigure})
             trainer.close()
         rows = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").open()]
         epochs = [{k: v for k, v in r.items() if not k.startswith(("perf/", "time"))
