@@ -255,20 +255,21 @@ def main_run_block(run_dirs: list[Path], allow_dirty: bool = False) -> str:
     seeds = sorted(s["config"]["seed"] for s in summaries)
     if len(set(seeds)) != len(seeds):
         raise SystemExit(f"main-run: give runs with different seeds, not {seeds}")
-    stamps = {measured_at(s, p, allow_dirty).split(" on ")[0] for s, p in zip(summaries, paths)}
-    if len(stamps) != 1:
-        raise SystemExit(f"main-run: the runs were measured at different commits: {stamps}")
+    stamps = [measured_at(s, p, allow_dirty) for s, p in zip(summaries, paths)]
+    commits = {stamp.split(" on ")[0] for stamp in stamps}
+    if len(commits) != 1:
+        raise SystemExit(f"main-run: the runs were measured at different commits: {commits}")
     latest = max(range(len(paths)), key=lambda i: paths[i].stat().st_mtime)
     if len(summaries) == 1:  # one run: its own numbers (not a spread: say so by its form)
         return (f"`python -m gamerl train --preset tiny`, {summaries[0]['final']['episodes']} "
                 f"held-out games ({_seeds(summaries[0])}):\n\n{results_table(summaries[0])}\n"
-                f"{measured_at(summaries[0], paths[0], allow_dirty)}.\n")
+                f"{stamps[0]}.\n")
     seed_text = (f"`--seed {seeds[0]}` to `--seed {seeds[-1]}`" if seeds == list(
         range(seeds[0], seeds[-1] + 1)) else "seeds " + ", ".join(map(str, seeds)))
     return (f"`python -m gamerl train --preset tiny`, {len(seeds)} runs ({seed_text}), "
             f"{summaries[0]['final']['episodes']} held-out games ({_seeds(summaries[0])}); "
             f"each cell the mean over the runs (min–max):\n\n{spread_results_table(summaries)}\n"
-            f"{measured_at(summaries[latest], paths[latest], allow_dirty)}.\n")
+            f"{stamps[latest]}.\n")
 
 
 def cmd_main_run(args: argparse.Namespace) -> int:

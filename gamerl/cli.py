@@ -137,12 +137,14 @@ def _train(args: argparse.Namespace) -> int:
         _check_reachable(env_url)
     from .models import ModelUnavailableError, check_device, resolve_model
 
-    try:  # before a run directory exists: a device or model that is not here leaves nothing
+    # before a run directory exists: a device or model that is not here leaves nothing
+    try:
         check_device(cfg.device)
-        resolve_model(cfg.model, probe=True)
     except ValueError as e:
         raise UsageError(str(e) + (" (given with --resume, --device changes the run's device)"
-                                   if args.resume and "device" in str(e) else "")) from None
+                                   if args.resume else "")) from None
+    try:
+        resolve_model(cfg.model, probe=True)
     except ModelUnavailableError as e:
         raise UsageError(str(e)) from None
     from .core.trainer import Trainer

@@ -17,6 +17,7 @@ import sys
 from typing import Sequence
 
 from .games.password_game import broken_rules, num_revealed, rules_satisfied
+from .tracking.figures import REFERENCE_STYLES
 
 _WATCHDOG = """
 import os, signal, sys, time
@@ -164,25 +165,23 @@ def held_out_change(before: Sequence, after: Sequence) -> str:
     than that noise: with 8 games a 0.4-rule change usually is not."""
     from .games.base import wilson_interval
 
-    parts, separated = [], []
-    for name, per_game in (("rules satisfied", lambda ep: float(rules_satisfied(ep))),):
-        (m0, lo0, hi0), (m1, lo1, hi1) = (mean_interval([per_game(e) for e in eps])
-                                          for eps in (before, after))
-        parts.append(f"{name} {m0:.2f} [{lo0:.2f}, {hi0:.2f}] -> {m1:.2f} [{lo1:.2f}, {hi1:.2f}]")
-        separated.append(lo1 > hi0 or hi1 < lo0)
+    (m0, lo0, hi0), (m1, lo1, hi1) = (mean_interval([float(rules_satisfied(e)) for e in eps])
+                                      for eps in (before, after))
+    rules = f"rules satisfied {m0:.2f} [{lo0:.2f}, {hi0:.2f}] -> {m1:.2f} [{lo1:.2f}, {hi1:.2f}]"
+    separated = lo1 > hi0 or hi1 < lo0
     wins = [sum(bool(e.success) for e in eps) for eps in (before, after)]
     (lo0, hi0), (lo1, hi1) = (wilson_interval(w, len(eps)) for w, eps in zip(wins, (before, after)))
-    parts.append(f"success {wins[0] / len(before):.0%} [{lo0:.0%}, {hi0:.0%}] -> "
-                 f"{wins[1] / len(after):.0%} [{lo1:.0%}, {hi1:.0%}]")
-    separated.append(lo1 > hi0 or hi1 < lo0)
+    success = (f"success {wins[0] / len(before):.0%} [{lo0:.0%}, {hi0:.0%}] -> "
+               f"{wins[1] / len(after):.0%} [{lo1:.0%}, {hi1:.0%}]")
+    separated = separated and (lo1 > hi0 or hi1 < lo0)
     verdict = ("the intervals do not overlap: larger than the noise of this many games"
-               if all(separated) else "the intervals overlap: within the noise of this many "
+               if separated else "the intervals overlap: within the noise of this many "
                "games (evaluate more for a firmer answer)")
-    return (", ".join(parts) + f" (95% intervals over {len(after)} held-out games; "
-            f"{verdict})")
+    return f"{rules}, {success} (95% intervals over {len(after)} held-out games; {verdict})"
 
 
-_FLAT_STYLES = (("0.4", "-."), ("tab:green", "--"), ("black", ":"), ("tab:purple", "-."))
+# the before-PPO line, then the reference agents' styles of the saved figures
+_FLAT_STYLES = (("0.4", "-."), *REFERENCE_STYLES)
 
 
 __all__ = ["LiveCurves", "episode_table", "held_out_change", "mean_interval", "small_table",

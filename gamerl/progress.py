@@ -34,9 +34,7 @@ def tqdm(*args, **kwargs):
 
 
 def _write(text: str, **kwargs) -> None:
-    """A line printed above the bars (``tqdm.write``)."""
-    if _cls() is _TextTqdm:
-        kwargs.setdefault("file", sys.stdout)
+    """A line printed above the bars (``tqdm.write``: stdout unless ``file`` says otherwise)."""
     _cls().write(text, **kwargs)
 
 

@@ -652,6 +652,6 @@ def without_lost(batch: PPOBatch) -> PPOBatch:
 
 
 __all__ = ["LOGPROB_TOLERANCE", "PPOBatch", "PolicyPass", "check_logprobs", "collect",
-           "compute_advantages", "deterministic_backward", "epoch_seeds", "forward_policy", "group_ids", "make_optimizer",
-           "ppo_loss", "ppo_update", "prefixed", "reference_logprobs", "resolve_dtype", "scalars",
+           "compute_advantages", "deterministic_backward", "epoch_seeds", "forward_policy",
+           "group_ids", "make_optimizer", "ppo_loss", "ppo_update", "prefixed", "reference_logprobs", "resolve_dtype", "scalars",
            "scores_in_update", "seed_everything", "support_rows", "without_lost"]

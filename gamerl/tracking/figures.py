@@ -152,8 +152,7 @@ def _metric_panel(ax, data: RunData, key: str, ylabel: str, title: str) -> None:
         before = f"{_fmt(key, hy[0])} before PPO" if hx[0] == 0 else None
         after = None
         if data.final is not None and len(hx) > 1:
-            final_y = hy[hx.index(data.final_x)] if data.final_x in hx else hy[-1]
-            after = f"{_fmt(key, final_y)} after" + (
+            after = f"{_fmt(key, hy[-1])} after" + (  # heldout() puts the final last
                 f" (best/, epoch {data.final_x})" if data.final_from_best else "")
         values = " → ".join(v for v in (before, after) if v)
         # Joined only through mid-training evaluations: two points alone say nothing about
