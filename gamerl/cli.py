@@ -71,10 +71,12 @@ def _train_config(args: argparse.Namespace):
         # A resumed run keeps its own settings; only flags given now change them (e.g. --epochs).
         cfg = TrainConfig.load(out / "config.json").replace(**overrides)
     elif args.config:  # the JSON files (gamerl/config/jsonconfig.py), then the flags
+        from .config.envconfig import LEGACY_TASK
         from .config.jsonconfig import load_run_config
 
-        # The file's own "preset" picks the starting settings unless --preset is given.
-        base = get_config(args.preset, task=args.task or "openspiel") if args.preset else None
+        # The file's own "preset" picks the starting settings unless --preset is given (for the
+        # env file's task: load_run_config rebuilds a base made for another one).
+        base = get_config(args.preset, task=args.task or LEGACY_TASK) if args.preset else None
         cfg, url = load_run_config(args.config, args.env_config, base=base)
         if args.task and cfg.task != args.task:
             raise UsageError(f"--task {args.task} but {args.config} configures {cfg.task}")
@@ -83,7 +85,8 @@ def _train_config(args: argparse.Namespace):
         if out is None and cfg.out_dir:
             out = Path(cfg.out_dir)
     else:
-        cfg = get_config(args.preset or "tiny", task=args.task or "password_game", **overrides)
+        task = {"task": args.task} if args.task else {}  # else get_config's (the Password Game)
+        cfg = get_config(args.preset or "tiny", **task, **overrides)
     out = out or default_run_dir(cfg)
     return cfg.replace(out_dir=str(out)), out, env_url
 
@@ -147,7 +150,13 @@ def _train(args: argparse.Namespace) -> int:
         resolve_model(cfg.model, probe=True)
     except ModelUnavailableError as e:
         raise UsageError(str(e)) from None
+    from .core.ppo import get_policy_loss
     from .core.trainer import Trainer
+
+    try:
+        get_policy_loss(cfg.policy_loss)
+    except ValueError as e:
+        raise UsageError(f"policy_loss: {e}") from None
 
     print(f"run directory: {out}", flush=True)
     t0 = time.time()
@@ -231,7 +240,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         from .models import ModelUnavailableError, check_device, load_policy, resolve_model
 
         try:
-            cfg = get_config(args.preset or "tiny", task=args.task or "password_game",
+            cfg = get_config(args.preset or "tiny", **({"task": args.task} if args.task else {}),
                              model=args.model, **({"device": args.device} if args.device else {}))
             check_device(cfg.device)
             resolve_model(cfg.model, probe=True)

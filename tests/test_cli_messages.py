@@ -28,6 +28,7 @@ def gamerl(*args, tmp_path):
     (["--set", "lora_dropout=0.1"], "RL uses no dropout"),
     (["--env-url", "http://127.0.0.1:9"], "no game server answers at http://127.0.0.1:9"),
     (["--model", "Qwen/Qwen3-8B"], "model 'Qwen/Qwen3-8B' is not available"),
+    (["--set", "policy_loss=gspo"], "policy_loss: unknown policy loss 'gspo'; registered: "),
 ])
 def test_train_mistakes_are_one_clear_message_and_nothing_is_written(args, says, tmp_path):
     out = tmp_path / "run"
@@ -120,6 +121,7 @@ def test_evaluate_against_a_closed_port_is_one_line(tmp_path):
     (["--model", "tiny", "--checkpoint", "x"], "not both"),
     (["--checkpoint", "x", "--preset", "tiny"], "a checkpoint keeps its run's settings"),
     (["--model", "Qwen/Qwen3-8B"], "model 'Qwen/Qwen3-8B' is not available"),
+    (["--set", "policy_loss=gspo"], "policy_loss: unknown policy loss 'gspo'; registered: "),
 ])
 def test_evaluate_mistakes_are_one_line(args, says, tmp_path):
     proc, _ = gamerl("evaluate", *args, tmp_path=tmp_path)

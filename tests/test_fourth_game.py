@@ -1,19 +1,29 @@
 """A fourth game is one module and one registry line: a trivial in-process game ("say the
 number"), registered as a ``Task`` here, is played by the rollout and scored by the evaluation
 with no change to gamerl.core (docs/training.md, "Adding a game"). It names none of the optional
-fields (``record_fields``, ``sample_table``, ``curriculum``): its episode records and sample
-table are the generic ones."""
+trainer fields (``record_fields``, ``sample_table``, ``curriculum``): its episode records and
+sample table are the generic ones.
 
+Past gamerl/core: ``python -m gamerl train --task say_the_number`` runs it end to end (in this
+process, where it is registered); the verl bridge lists it and builds its spec from the one
+optional piece past the trainer it declares (``verl``, a ``VerlSpec``); and the pieces it leaves
+out (``config_files``, ``wizard``, ``server_port``) are refused in one line where they are
+needed (env_config.json, ``configure``) and nowhere else."""
+
+import json
 import random
+from dataclasses import asdict, dataclass, replace
 from types import SimpleNamespace
 
 import pytest
 
 from gamerl.core.evaluate import episode_metrics
 from gamerl.core.rollout import LMPolicy, RolloutConfig, ScriptedPolicy, rollout, summarize
-from gamerl.games import Task, get_task, register_task
+from gamerl.games import TASKS, Task, get_task, register_task
+from gamerl.games import registry
 from gamerl.games.base import after_marker, seed_eval, seed_instances, seed_start
-from gamerl.models import build_tiny, load_policy
+from gamerl.games.pieces import VerlSpec
+from gamerl.models import load_policy
 from gamerl.tracking.samples import episode_table
 
 TURNS = 2
@@ -38,6 +48,29 @@ class SayTheNumberEnv:
         pass
 
 
+@dataclass
+class SayConfig:
+    """The game's config class, as the verl bridge validates configs with it."""
+    turns: int = TURNS
+
+
+class VerlSayTheNumberEnv(SayTheNumberEnv):
+    def __init__(self, config: SayConfig):
+        self.turns = config.turns
+
+    def submit(self, action: str):
+        obs, reward, _, info = super().submit(action)
+        return obs, reward, self.turn >= self.turns, {**info, "success": info["right"]}
+
+
+def verl_spec() -> VerlSpec:
+    """The one piece past the trainer this game declares: what the verl bridge needs."""
+    return VerlSpec(title="Say the number", config_cls=SayConfig,
+                    default_config=lambda: asdict(SayConfig()), make_env=VerlSayTheNumberEnv,
+                    secret=lambda seed, config: str(random.Random(seed).randint(0, 99)),
+                    max_turns=lambda config: config.turns)
+
+
 def make_task() -> Task:
     """The whole game on the trainer's side (a real one is a module in gamerl/games/)."""
     return Task(
@@ -58,18 +91,36 @@ def make_task() -> Task:
         max_turns=lambda cfg: TURNS,
         headline=("right_rate",),
         metric_descriptions={"right_rate": "numbers said right (fraction of turns)"},
+        verl=verl_spec,
     )
+
+
+def _unregister(name: str) -> None:
+    TASKS.pop(name, None)
+    registry._BUILT.pop(name, None)
 
 
 @pytest.fixture(scope="module")
 def registered():
     register_task("say_the_number", make_task)
     yield get_task("say_the_number")
+    _unregister("say_the_number")  # the other test modules see the three games only
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    # The tiny model is many times faster on one thread on a busy 2-core machine; put it back.
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return load_policy(str(build_tiny(tmp_path_factory.mktemp("fourth") / "tiny")), device="cpu")
+def tiny(tiny_dir):  # conftest's: "tiny" resolves to it, for the CLI's run too
+    return load_policy(str(tiny_dir), device="cpu")
 
 
 def rcfg() -> RolloutConfig:
@@ -122,3 +173,115 @@ def test_a_registered_game_is_a_valid_train_config(registered):
     with pytest.raises(ValueError, match="'chess960' is not a registered game; choose from "
                                          r".*say_the_number"):
         TrainConfig(task="chess960")
+
+
+# ----------------------------------------------------------------------------- past gamerl/core
+
+def test_the_cli_trains_the_new_game(registered, tiny_dir, tmp_path, capsys):
+    """``python -m gamerl train --task say_the_number`` (gamerl.cli.main in this process, where
+    the game is registered): the --task choices come from the registry, and a short run (no
+    warm start, one epoch) writes its summary."""
+    from gamerl.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train", "--task", "say_the_number", "--out", str(out), "--epochs", "1",
+                 "--episodes-per-epoch", "2", "--eval-episodes", "2", "--wandb-mode",
+                 "disabled", "--no-progress", "--set", "warmstart=false",
+                 "--set", "max_new_tokens=4", "--set", "max_steps=2",
+                 "--set", "minibatch_size=2", "--set", "ppo_epochs=1"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["task"] == "say_the_number" and summary["epochs"] == 1
+    assert "right_rate" in summary["final"]
+    assert "say_the_number, held-out games: 2" in capsys.readouterr().out
+
+
+def test_the_verl_bridge_plays_the_new_game(registered, tiny):
+    """The bridge's registry is the games' registry: the game is in ``GAMES`` once registered,
+    ``get_game`` builds its spec from its Task (system prompt, extract, feedback) and its
+    ``VerlSpec``, the exporter writes its rows, and an episode plays through
+    ``episode.play_episode`` (all without verl)."""
+    import asyncio
+
+    from gamerl.integrations.verl import dataset as export
+    from gamerl.integrations.verl.episode import (EpisodeLimits, Generation, play_episode,
+                                                  prompt_ids_for)
+    from gamerl.integrations.verl.games import GAMES, get_game
+    from gamerl.core.rollout import encode
+    from gamerl.models import IM_END
+
+    assert "say_the_number" in GAMES and list(GAMES)[:2] == ["password_game", "wordle"]
+    assert "openspiel" not in GAMES  # declares no verl spec
+    spec = get_game("say_the_number")
+    assert spec is get_game("say_the_number")  # built once
+    assert spec.system_prompt == registered.system_prompt and spec.title == "Say the number"
+    assert spec.extract("Number: 42") == "42"
+    assert spec.config({"turns": 3}).turns == 3 and spec.max_turns(spec.config()) == TURNS
+    with pytest.raises(ValueError, match="bad say_the_number config"):
+        spec.config({"no_such_key": 1})
+
+    rows = list(export.build_rows("say_the_number", export.train_seeds(3), "train"))
+    assert [r["data_source"] for r in rows] == ["game_rl/say_the_number"] * 3
+    env = SayTheNumberEnv()
+    for seed, row in enumerate(rows):
+        assert row["prompt"][-1]["content"] == f"Say the number #{seed}\n{env.reset(seed)['text']}"
+        assert row["reward_model"]["ground_truth"] == str(env.target)
+
+    _, tok = tiny
+    im_end = tok.convert_tokens_to_ids(IM_END)
+    config = spec.config()
+    env = spec.make_env(config)
+    first = env.reset(7)
+    targets = []
+    for _ in range(TURNS):  # the numbers the game asks for, in order
+        targets.append(env.target)
+        env.submit(str(env.target))
+    answers = iter(targets)
+
+    async def generate(ids, max_tokens):  # a stand-in server that says each number right
+        return Generation(token_ids=encode(tok, f"Number: {next(answers)}") + [im_end])
+
+    prompt = prompt_ids_for(tok, spec.initial_messages(7, first))
+    res = asyncio.run(play_episode(spec, config, 7, prompt, tok, generate,
+                                   EpisodeLimits(response_length=512, max_tokens_per_turn=16)))
+    assert res.actions == [str(t) for t in targets] and res.turn_rewards == [1.0] * TURNS
+    assert res.done and res.success and res.stop_reason == "done"
+
+
+def test_a_game_without_a_verl_spec_is_refused_by_the_bridge_only(registered):
+    from gamerl.integrations.verl.games import GAMES, get_game
+
+    register_task("say_nothing", lambda: replace(make_task(), name="say_nothing", verl=None))
+    try:
+        assert "say_nothing" not in GAMES and "say_the_number" in GAMES
+        with pytest.raises(ValueError, match="game 'say_nothing' has no verl spec"):
+            get_game("say_nothing")
+        with pytest.raises(ValueError, match="unknown game 'chess'"):
+            get_game("chess")
+    finally:
+        _unregister("say_nothing")
+
+
+def test_env_config_and_configure_refuse_it_in_one_line(registered, tmp_path):
+    """The game declares no ``config_files``: it is a valid TrainConfig and trains (above), but
+    env_config.json cannot hold it and the wizard does not offer it; each says so in one line."""
+    from gamerl.config import get_config
+    from gamerl.config.configure import default_config, game_choices
+    from gamerl.config.jsonconfig import config_to_json, load_run_config
+
+    cfg = get_config("tiny", task="say_the_number")
+    with pytest.raises(ValueError) as e:
+        config_to_json(cfg)
+    assert "game 'say_the_number' has no env_config.json settings" in str(e.value)
+    assert "\n" not in str(e.value)
+
+    (tmp_path / "train_config.json").write_text("{}")
+    (tmp_path / "env_config.json").write_text(json.dumps({"task": "say_the_number"}))
+    with pytest.raises(ValueError, match=r"env_config.json: task: game 'say_the_number' has no "
+                                         r"env_config.json settings .*password_game, wordle, "
+                                         "openspiel"):
+        load_run_config(tmp_path / "train_config.json")
+
+    assert "say_the_number" not in game_choices()
+    assert game_choices() == ["password_game", "wordle", "openspiel"]
+    with pytest.raises(ValueError, match="configure: task 'say_the_number'"):
+        default_config("tiny", "say_the_number")

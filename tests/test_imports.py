@@ -106,20 +106,33 @@ def test_core_and_tracking_import_no_game():
     ``tasks/`` (``tasks.password_game``, ``tasks.wordle``, ``tasks.openspiel``, ...), at module
     level or inside functions. They reach a game through ``get_task(cfg.task)`` and its ``Task``.
 
-    ``tasks.common`` is allowed: it is no game but what every game's HTTP server and client
-    share, and the rollout and lost-session replay catch its errors (a lost session, too many
-    sessions) whatever the game."""
+    ``tasks.common`` is no game but what every game's HTTP server and client share; still,
+    ``gamerl/core/`` imports no ``tasks`` module at all (``test_core_imports_no_tasks_module``):
+    the client errors it catches (a lost session, too many sessions) come from
+    ``gamerl.games.base``."""
     graph = _module_graph(REPO / "gamerl")
     checked = sorted(m for m in graph if m.startswith(GAME_INDEPENDENT_PACKAGES))
     assert {"gamerl.core.curriculum", "gamerl.core.rollout", "gamerl.tracking.samples",
             "gamerl.tracking.figures"} <= set(checked)
-    assert "tasks.common.client" in _all_imports("gamerl.core.rollout")  # the check sees it
+    assert "tasks.common.client" in _all_imports("gamerl.games.base")  # the check sees it
     for module in checked:
         games = {d for d in graph[module] if d.startswith("gamerl.games") and d not in GAMES_SHARED}
         assert not games, (module, games)
         game_packages = {d for d in _all_imports(module)
                          if d.split(".")[0] == "tasks" and d.split(".")[:2] != ["tasks", "common"]}
         assert not game_packages, (module, game_packages)
+
+
+def test_core_imports_no_tasks_module():
+    """No module under ``gamerl/core/`` imports a ``tasks`` module, ``tasks.common`` included,
+    at module level or inside functions: the trainer reaches the games' code only through
+    ``gamerl.games`` (the registry, and ``base``, which re-exports the client errors the rollout
+    and the lost-session replay catch: ``SessionNotFoundError``, ``TooManySessionsError``)."""
+    core = sorted(m for m in _module_graph(REPO / "gamerl") if m.startswith("gamerl.core"))
+    assert {"gamerl.core.rollout", "gamerl.core.sessions", "gamerl.core.trainer"} <= set(core)
+    for module in core:
+        tasks = {d for d in _all_imports(module) if d.split(".")[0] == "tasks"}
+        assert not tasks, (module, tasks)
 
 
 def _all_imports(module: str) -> set[str]:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
 from gamerl.config import TrainConfig, get_config
+from gamerl.config.train_config import setting_fields
 from gamerl.config.configure import WizardCancelled, configure_main, default_config, run_wizard
 from gamerl.games.openspiel import default_curriculum_stages
 from gamerl.games.openspiel import OPENSPIEL_ENV_KEYS
@@ -55,7 +55,7 @@ def test_committed_files_load():
 def test_every_field_is_mapped_once():
     mapped = [f for m in SECTIONS.values() for f in m.values()] + list(TOP_LEVEL.values())
     assert len(mapped) == len(set(mapped))
-    assert set(mapped) | set(NOT_IN_TRAIN_FILE) == {f.name for f in fields(TrainConfig)}
+    assert set(mapped) | set(NOT_IN_TRAIN_FILE) == set(setting_fields())
     assert not set(mapped) & set(NOT_IN_TRAIN_FILE)
 
 
@@ -159,9 +159,8 @@ def test_round_trip_changed_config(tmp_path):
     assert train["replay"] == {**train["replay"], "enabled": False, "fraction": 0.3}
     # a different base does not matter for the keys the file holds
     back2, _ = load_run_config(train_path, env_path, base=get_config("tiny", task="openspiel"))
-    assert {f.name: getattr(back2, f.name) for f in fields(cfg) if f.name not in
-            NOT_IN_TRAIN_FILE} == {f.name: getattr(cfg, f.name) for f in fields(cfg)
-                                   if f.name not in NOT_IN_TRAIN_FILE}
+    assert {k: v for k, v in back2.settings().items() if k not in NOT_IN_TRAIN_FILE} == {
+        k: v for k, v in cfg.settings().items() if k not in NOT_IN_TRAIN_FILE}
     # switching replay back on keeps the written fraction
     data = json.loads(train_path.read_text())
     data["replay"]["enabled"] = True

@@ -5,11 +5,13 @@ second implementation of the same formula.
 """
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from gamerl.core.ppo import (
+    POLICY_LOSSES,
     PolicyLossOutput,
     agg_loss,
     all_finite,
@@ -18,6 +20,7 @@ from gamerl.core.ppo import (
     compute_turn_gae,
     entropy_from_logits,
     explained_variance,
+    get_policy_loss,
     kl_penalty,
     logprobs_from_logits,
     masked_mean,
@@ -514,6 +517,47 @@ def test_policy_loss_garbage_in_masked_positions_stays_finite():
     out.loss.backward()
     close(out.loss, -2.0)
     assert all_finite(out.loss, logp.grad, out.approx_kl, out.ratio_mean)
+
+
+def test_policy_losses_are_a_registry_and_ppo_clip_is_the_clipped_loss():
+    """``POLICY_LOSSES`` (verl's register_policy_loss): "ppo_clip" is ``ppo_policy_loss`` with
+    the settings' clip_range, clip_range_high and clip_ratio_c, one signature
+    ``(logprobs, old_logprobs, advantages, mask, loss_agg, cfg)``."""
+    assert "ppo_clip" in POLICY_LOSSES and get_policy_loss("ppo_clip") is POLICY_LOSSES["ppo_clip"]
+    ppo_clip = get_policy_loss("ppo_clip")
+    logp, old, adv, mask = _clip_case()
+    plain = SimpleNamespace(clip_range=0.2, clip_range_high=None, clip_ratio_c=None)
+    out = ppo_clip(logp[None], old[None], adv[None], mask[None], "token-mean", plain)
+    # as test_policy_loss_clipping_hand_numbers_and_gradients: (-1.2 - 0.5 + 1.5 + 0.8 - 2.2) / 5
+    close(out.loss, -0.32, atol=1e-9)
+    close(out.clip_fraction, 0.4)
+    close(out.ratio_mean, 1.02, atol=1e-9)
+    close(out.approx_kl, 0.1160107930, atol=1e-9)
+    out.loss.backward()
+    close(logp.grad, [-0.0, -0.1, 0.3, 0.0, -0.44, 0.0], atol=1e-9)
+
+    # clip-higher and the dual clip reach it from the settings:
+    #   token0 A=-1 r=4:   max(4, 1.2) = 4 > cap 3 -> 3 (dual clip)
+    #   token1 A=+1 r=1.5: max(-1.5, -1.28) = -1.28 (clipped at 1 + 0.28, not at 1.2)
+    old2 = t([[-2.0, -2.0]])
+    logp2 = old2 + t([[4.0, 1.5]]).log()
+    both = SimpleNamespace(clip_range=0.2, clip_range_high=0.28, clip_ratio_c=3.0)
+    out = ppo_clip(logp2, old2, t([[-1.0, 1.0]]), t([[1, 1]]), "token-mean", both)
+    close(out.loss, (3.0 - 1.28) / 2, atol=1e-9)
+    close(out.clip_fraction, 1.0)
+    # loss_agg is the argument's: the two tokens as rows of their own, and a third row of two
+    # tokens with A=+1, r=1 (loss -1 each): token-mean (3 - 1.28 - 1 - 1) / 4 = -0.07,
+    # seq-mean-token-mean (3 + -1.28 + (-1 - 1) / 2) / 3 = 0.24
+    logp3 = t([[math.log(4.0) - 2.0, 0.0], [math.log(1.5) - 2.0, 0.0], [-1.0, -1.0]])
+    old3, adv3 = t([[-2.0, 0.0], [-2.0, 0.0], [-1.0, -1.0]]), t([[-1.0, 0], [1.0, 0], [1.0, 1.0]])
+    mask3 = t([[1, 0], [1, 0], [1, 1]])
+    close(ppo_clip(logp3, old3, adv3, mask3, "token-mean", both).loss, -0.07, atol=1e-9)
+    close(ppo_clip(logp3, old3, adv3, mask3, "seq-mean-token-mean", both).loss, 0.24, atol=1e-9)
+
+
+def test_unknown_policy_loss_names_the_registered_ones():
+    with pytest.raises(ValueError, match=r"unknown policy loss 'nope'; registered: .*ppo_clip"):
+        get_policy_loss("nope")
 
 
 def test_agg_loss_unknown_mode():

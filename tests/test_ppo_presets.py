@@ -10,6 +10,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import logging
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -20,7 +21,7 @@ from gamerl.core.evaluate import local_env_factory
 from gamerl.models.lora import LoraSettings, apply_lora
 from gamerl.models import PolicyWithValue, load_policy, load_reference
 from gamerl.core.epoch import (PPOBatch, collect, compute_advantages, epoch_seeds, make_optimizer,
-                               ppo_update)
+                               ppo_loss, ppo_update)
 
 
 def synthetic_batch(mask, env_rewards, group_ids, values=None):
@@ -307,3 +308,51 @@ def test_advantage_estimators_are_a_registry_with_one_signature():
             ppo.get_advantage_estimator("nope")
     finally:
         del ppo.ADVANTAGE_ESTIMATORS["last_reward"]
+
+
+def test_policy_losses_are_a_registry_that_ppo_loss_follows():
+    """``cfg.policy_loss`` names the policy loss (ppo.POLICY_LOSSES, as verl's
+    register_policy_loss): a new one is one decorated function, and ppo_loss uses it with no
+    other change (value loss, entropy, KL the same). Hand-computed: one row of two policy
+    tokens, ratio 1 (new log-probs = old), A = (3, -1)."""
+    new = SimpleNamespace(logprobs=torch.tensor([[-0.5, -2.0, 0.0]], requires_grad=True),
+                          values=torch.tensor([[0.5, 0.5, 0.0]]),
+                          entropy=torch.tensor([[1.0, 1.0, 0.0]]))
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    mb = {"old_logprobs": torch.tensor([[-0.5, -2.0, 0.0]]), "mask": mask,
+          "advantages": torch.tensor([[3.0, -1.0, 0.0]]), "old_values": new.values.clone(),
+          "returns": torch.tensor([[1.0, 1.0, 0.0]]),
+          "ref_logprobs": torch.tensor([[-0.5, -2.0, 0.0]])}
+
+    @ppo.register_policy_loss("reinforce_test")
+    def reinforce(logprobs, old_logprobs, advantages, mask, loss_agg, cfg):
+        """-A * log pi per token (REINFORCE), no ratio, no clip."""
+        log_ratio, ratio = ppo.importance_ratio(logprobs, old_logprobs)
+        return ppo.PolicyLossOutput(
+            loss=ppo.agg_loss(-advantages * logprobs, mask, loss_agg),
+            **ppo.ratio_diagnostics(log_ratio, ratio, torch.zeros_like(mask, dtype=torch.bool),
+                                    mask))
+
+    try:
+        cfg = get_config("tiny")
+        assert cfg.policy_loss == "ppo_clip"
+        loss, parts = ppo_loss(new, mb, cfg)
+        # ppo_clip at ratio 1: -(3 - 1) / 2 = -1.0
+        assert parts["policy_loss"].item() == pytest.approx(-1.0)
+        custom_cfg = cfg.replace(policy_loss="reinforce_test")
+        custom_loss, custom = ppo_loss(new, mb, custom_cfg)
+        # -(3 * -0.5 + -1 * -2.0) / 2 = -(-1.5 + 2.0) / 2 = -0.25
+        assert custom["policy_loss"].item() == pytest.approx(-0.25)
+        assert (custom_loss - loss).item() == pytest.approx(-0.25 - -1.0)  # the rest unchanged
+        for key in ("value_loss", "entropy", "kl_ref_update", "approx_kl", "ratio_mean"):
+            assert custom[key].item() == pytest.approx(parts[key].item()), key
+        custom_loss.backward()
+        # d/dlogp of -(A * logp) / 2 = -A / 2 = (-1.5, 0.5) (tiny's KL is in the reward: no
+        # gradient here; the entropy is the batch's, a constant)
+        assert torch.allclose(new.logprobs.grad, torch.tensor([[-1.5, 0.5, 0.0]]))
+        unknown = cfg.replace()  # validated settings, then a name nothing registered
+        object.__setattr__(unknown, "policy_loss", "nope")
+        with pytest.raises(ValueError, match=r"unknown policy loss 'nope'; registered: .*ppo_clip"):
+            ppo_loss(new, mb, unknown)
+    finally:
+        del ppo.POLICY_LOSSES["reinforce_test"]

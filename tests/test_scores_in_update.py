@@ -3,7 +3,6 @@
 must be those of the path with a separate scoring pass, on the same episodes."""
 
 import copy
-import dataclasses
 import math
 
 import torch
@@ -28,8 +27,8 @@ def test_when_the_update_scores_the_batch(tiny_dir):
     cfg = grpo_cfg(tiny_dir)
     assert scores_in_update(cfg, 8)
     assert not scores_in_update(cfg, 9)  # two minibatches: the second needs pi_old
-    assert not scores_in_update(dataclasses.replace(cfg, ppo_epochs=2), 8)
-    assert not scores_in_update(dataclasses.replace(cfg, advantage_estimator="gae"), 8)
+    assert not scores_in_update(cfg.replace(ppo_epochs=2), 8)
+    assert not scores_in_update(cfg.replace(advantage_estimator="gae"), 8)
 
 
 def test_deferred_scoring_takes_the_same_step(tiny_dir):
@@ -44,7 +43,7 @@ def test_deferred_scoring_takes_the_same_step(tiny_dir):
     # The same episodes through the scoring pass (as a 2-epoch config would score them).
     torch.manual_seed(0)
     scored = collect(policy, reference, tok, seeds, local_env_factory(cfg),
-                     dataclasses.replace(cfg, ppo_epochs=2))
+                     cfg.replace(ppo_epochs=2))
     assert not scored.scores_deferred
     assert torch.equal(scored.input_ids, deferred.input_ids)
 
@@ -72,9 +71,12 @@ def test_deferred_scoring_takes_the_same_step(tiny_dir):
     assert abs(upd_d["check/gen_vs_old_mean_abs"] - adv_s["check/gen_vs_old_mean_abs"]) < 1e-5
     for key in ("policy_loss", "kl_ref_update", "entropy", "grad_norm"):
         assert abs(upd_d[key] - upd_s[key]) < 1e-4 * max(1.0, abs(upd_s[key])), key
-    # the same step: every trained parameter lands in the same place
+    # the same step: every trained parameter lands in the same place, to 1% of the step. Adam's
+    # first step is lr * g / (|g| + eps), about lr * sign(g), so a weight whose gradient is near
+    # eps turns the two paths' float rounding into up to 5.4e-6 of a 1e-3 step (AMD EPYC, AVX2,
+    # 2026-11-25; on the Intel Xeon CI had before, under 1e-6).
     for (name, a), b in zip(pol_s.named_parameters(), pol_d.parameters()):
-        torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-5, msg=name)
+        torch.testing.assert_close(b, a, atol=0.01 * cfg.lr, rtol=0, msg=name)
     assert any(not torch.equal(a, b) for a, b in zip(pol_s.parameters(), policy.parameters()))
 
 

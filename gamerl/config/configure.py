@@ -8,8 +8,9 @@ config/env_config.json (gamerl/config/jsonconfig.py, gamerl/config/envconfig.py)
     python -m gamerl.config.configure --out my_run --defaults --force
 
 The first question is the game (``--task`` answers it). Then the model, LoRA, the game's own
-settings (Password Game: rules, turns, reward mode; Wordle: guesses, hard mode; OpenSpiel:
-games, opponent, curriculum), failure replay, how long, logging. Every answer is checked by
+settings (each game's module declares its questions, ``Task.wizard``: Password Game: rules,
+turns, reward mode; Wordle: guesses, hard mode; OpenSpiel: games, opponent, curriculum), failure
+replay, how long, logging. Every answer is checked by
 building the TrainConfig with it (a bad answer is explained and the question asked again);
 existing files are only overwritten after a yes (``--force`` with ``--defaults``).
 
@@ -27,12 +28,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
 from .train_config import TrainConfig, get_config
-from ..games.openspiel import OPENSPIEL_DEFAULTS, default_curriculum_stages
-from ..games.registry import TASKS
+from ..games.registry import get_task
+from .envconfig import config_files, env_tasks
 from .jsonconfig import ENV_FILE, TRAIN_FILE, config_to_json, dumps, write_run_config
 
 Ask = Callable[[str], str]
@@ -40,57 +42,51 @@ Say = Callable[[str], Any]
 
 DEFAULT_OUT = "config"
 DEFAULT_TASK = "openspiel"  # the committed config/*.json
-GAME_CHOICES = ("password_game", "wordle", "openspiel")
 MAX_ATTEMPTS = 20  # a scripted or broken input that keeps failing stops instead of looping
 QWEN = "Qwen/Qwen3-0.6B"
 YES, NO = ("y", "yes", "true", "1", "on"), ("n", "no", "false", "0", "off")
 
-__all__ = ["add_arguments", "configure_main", "default_config", "main", "run_wizard"]
+__all__ = ["Wizard", "add_arguments", "configure_main", "default_config", "game_choices", "main",
+           "run_wizard"]
 
 
 class WizardCancelled(SystemExit):
     """The user declined to overwrite and gave no other directory, or input ended."""
 
 
-def _openspiel_env(games: Sequence[str], opponent: str = "random",
-                   mcts_simulations: Optional[int] = None) -> dict:
-    """A task_config with every environment setting written out (so the file shows them)."""
-    return {**OPENSPIEL_DEFAULTS, "games": list(games), "opponent": opponent,
-            "mcts_simulations": mcts_simulations or OPENSPIEL_DEFAULTS["mcts_simulations"],
-            "reward": {"scale": None, "illegal_move_penalty": 0.0, "legal_move_bonus": 0.0}}
+def game_choices() -> list[str]:
+    """The games the wizard offers: every registered game with env_config.json keys
+    (``Task.config_files``)."""
+    return env_tasks()
 
 
-def _easy_games() -> list[str]:
-    return list(default_curriculum_stages()[0]["games"])
-
-
-def _wordle_env(max_guesses: int = 6, hard_mode: bool = False) -> dict:
-    """Wordle's task_config with every setting written out (so the file shows them)."""
-    from dataclasses import asdict
-
-    from tasks.wordle.game import RewardConfig
-
-    return {"max_guesses": max_guesses, "hard_mode": hard_mode, "reward": asdict(RewardConfig())}
+def _game_question() -> str:
+    """The first question: each game the wizard offers, with its ``WizardQuestions.label``
+    ("Game: password_game (the Password Game), wordle, or openspiel (board and card games)")."""
+    names = []
+    for name in game_choices():
+        wizard = get_task(name).wizard
+        names.append(f"{name} ({wizard.label})" if wizard is not None and wizard.label else name)
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + ", or " + names[-1]
+    return f"Game: {listed}"
 
 
 def default_config(model: str = "tiny", task: str = DEFAULT_TASK) -> TrainConfig:
     """The wizard's defaults for ``task``: the preset for ``model`` (``tiny``; anything else:
-    ``qwen3-0.6b`` with that model). The Password Game: the preset as it is. Wordle: the preset
-    with its settings written out. OpenSpiel (the committed config/*.json for ``tiny``): LoRA
-    (rank 8 for tiny, 16 otherwise; alpha 2 x rank), the default curriculum, failure replay 0.3
-    of 1000, 8 new tokens per move and the easy stage's games against the random bot."""
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose from {', '.join(GAME_CHOICES)}")
+    ``qwen3-0.6b`` with that model), then the game's own (``WizardQuestions.defaults`` in its
+    module). The Password Game: the preset as it is. Wordle: the preset with its settings written
+    out. OpenSpiel (the committed config/*.json for ``tiny``): LoRA (rank 8 for tiny, 16
+    otherwise; alpha 2 x rank), the default curriculum, failure replay 0.3 of 1000, 8 new tokens
+    per move and the easy stage's games against the random bot. A game without env_config.json
+    keys is a ValueError."""
+    try:
+        config_files(task)
+    except ValueError as e:
+        raise ValueError(f"configure: task {task!r}: {e}") from None
     preset = "tiny" if model == "tiny" else "qwen3-0.6b"
-    if task == "password_game":
-        return get_config(preset, task=task).replace(model=model)
-    if task == "wordle":
-        return get_config(preset, task=task).replace(model=model, task_config=_wordle_env())
-    rank = 8 if model == "tiny" else 16
-    return get_config(preset, task="openspiel").replace(
-        model=model, lora=True, lora_rank=rank, lora_alpha=2 * rank,
-        curriculum="default", replay_fraction=0.3, replay_capacity=1000, max_new_tokens=8,
-        task_config=_openspiel_env(_easy_games()))
+    cfg = get_config(preset, task=task).replace(model=model)
+    wizard = get_task(task).wizard
+    return wizard.defaults(cfg, model) if wizard is not None else cfg
 
 
 def _cuda_available() -> bool:
@@ -134,22 +130,6 @@ def _choice(options: Sequence[str]) -> Callable[[str], str]:
     return parse
 
 
-def _parse_games(answer: str) -> list[str]:
-    from tasks.openspiel.games import GAMES
-
-    games = []
-    for name in (g.strip().lower() for g in answer.replace(" ", ",").split(",")):
-        if name and name not in games:
-            games.append(name)
-    if not games:
-        raise ValueError("name at least one game")
-    unknown = [g for g in games if g not in GAMES]
-    if unknown:
-        raise ValueError(f"unknown game{'s' if len(unknown) > 1 else ''} "
-                         f"{', '.join(unknown)}; choose from: {', '.join(GAMES)}")
-    return games
-
-
 def _parse_model(answer: str) -> str:
     a = answer.strip()
     if a.lower() in ("tiny", "qwen", "qwen3", "qwen3-0.6b", QWEN.lower()):
@@ -160,6 +140,22 @@ def _parse_model(answer: str) -> str:
         raise ValueError(f"{a!r}: not 'tiny', a hub id like {QWEN} or an existing model "
                          "directory")
     return str(path) if path.is_dir() else a
+
+
+@dataclass(frozen=True)
+class Wizard:
+    """What a game's questions (``WizardQuestions.ask`` in its module) are handed:
+    ``question(prompt, default, parse, *, validate=None, shown=None)`` asks (an empty answer
+    takes the default; a bad one is explained and asked again), ``say(text)``, ``checked(cfg,
+    **changes)`` (TrainConfig validates them), and the parsers ``yes_no``, ``int_at_least(low)``
+    and ``choice(options)``."""
+
+    question: Callable[..., Any]
+    say: Say
+    checked: Callable[..., TrainConfig]
+    yes_no = staticmethod(_yes_no)
+    int_at_least = staticmethod(_int_at_least)
+    choice = staticmethod(_choice)
 
 
 def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = DEFAULT_OUT,
@@ -207,8 +203,7 @@ def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = D
     say("gamerl configure: PPO on a text game. Press Enter to take the [default].")
     # -- the game, then the model: together they pick the preset the rest starts from
     if task is None:
-        task = question("Game: password_game (the Password Game), wordle, or openspiel (board "
-                        "and card games)", DEFAULT_TASK, _choice(GAME_CHOICES))
+        task = question(_game_question(), DEFAULT_TASK, _choice(game_choices()))
     model = question("Model: tiny (embedded, CPU, minutes), Qwen/Qwen3-0.6B (GPU) or a model "
                      "directory", "tiny", _parse_model)
     cfg = default_config(model, task)
@@ -240,9 +235,10 @@ def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = D
         rank = question("LoRA rank", cfg.lora_rank, _int_at_least(1),
                         validate=lambda r: checked(cfg, lora_rank=r))
         cfg = checked(cfg, lora_rank=rank, lora_alpha=2 * rank)
-    # -- the game's own settings
-    cfg = {"password_game": _password_game_questions, "wordle": _wordle_questions,
-           "openspiel": _openspiel_questions}[task](cfg, question, say, checked)
+    # -- the game's own settings (its module's WizardQuestions.ask)
+    game = get_task(task).wizard
+    if game is not None and game.ask is not None:
+        cfg = game.ask(cfg, Wizard(question, say, checked))
     # -- failure replay (every game: the task says how badly an episode went)
     replay = question("Failure replay: replay 30% of each epoch's games from recent "
                       "failures?", cfg.replay_fraction > 0, _yes_no)
@@ -289,57 +285,11 @@ def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = D
     return train_path, env_path
 
 
-# ------------------------------------------------------------------------ each game's questions
-# (cfg, question, say, checked) -> cfg with the game's settings; ``question`` re-asks a bad answer.
-
-def _password_game_questions(cfg: TrainConfig, question, say, checked) -> TrainConfig:
-    n = question("Rules to play: the first N of the 26 (the tiny model learns 6 in minutes)",
-                 cfg.num_rules, _int_at_least(1), validate=lambda n: checked(cfg, num_rules=n))
-    turns = question("Turns (passwords) per game", cfg.max_steps, _int_at_least(1))
-    mode = question("Reward mode: delta (a game returns its final score) or absolute (the "
-                    "seed's: every turn pays the score, which rewards stalling)",
-                    cfg.reward_mode, _choice(("delta", "absolute")))
-    return checked(cfg, num_rules=n, max_steps=turns, reward_mode=mode)
-
-
-def _wordle_questions(cfg: TrainConfig, question, say, checked) -> TrainConfig:
-    settings = cfg.task_config or _wordle_env()
-
-    def valid_guesses(n: int) -> None:
-        if n > 100:
-            raise ValueError(f"expected at most 100 guesses, got {n}")
-
-    guesses = question("Guesses per game", settings.get("max_guesses", 6), _int_at_least(1),
-                       validate=valid_guesses)
-    hard = question("Hard mode (every revealed hint must be used in later guesses)?",
-                    bool(settings.get("hard_mode", False)), _yes_no)
-    return checked(cfg, task_config={**_wordle_env(guesses, hard),
-                                     "reward": settings.get("reward", _wordle_env()["reward"])})
-
-
-def _openspiel_questions(cfg: TrainConfig, question, say, checked) -> TrainConfig:
-    from tasks.openspiel.games import GAMES
-
-    say(f"  games: {', '.join(GAMES)}")
-    games = question("Games to play (comma-separated)", list(cfg.task_config["games"]),
-                     _parse_games)
-    opponent = question("Opponent: random or mcts", "random", _choice(("random", "mcts")))
-    sims = None
-    if opponent == "mcts":
-        sims = question("MCTS simulations per move", OPENSPIEL_DEFAULTS["mcts_simulations"],
-                        _int_at_least(1))
-    cfg = checked(cfg, task_config=_openspiel_env(games, opponent, sims))
-    curriculum = question("Curriculum: easy -> medium -> hard stages, advancing on the win "
-                          "rate? (training then plays the stages' games; the games above are "
-                          "the held-out evaluation's)", True, _yes_no)
-    return checked(cfg, curriculum="default" if curriculum else None)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``--out``, ``--task``, ``--defaults``, ``--force`` (for ``python -m gamerl configure``)."""
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"directory for {TRAIN_FILE} and {ENV_FILE} (default: config)")
-    parser.add_argument("--task", choices=GAME_CHOICES,
+    parser.add_argument("--task", choices=game_choices(),
                         help=f"the game (default: asked; with --defaults {DEFAULT_TASK}, the "
                              "committed files)")
     parser.add_argument("--defaults", action="store_true",

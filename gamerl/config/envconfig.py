@@ -3,15 +3,18 @@
 =================  ==============================================================================
 key                meaning
 =================  ==============================================================================
-task               ``password_game``, ``wordle`` or ``openspiel`` (left out: ``openspiel``, as
-                   files written before the other games could be configured)
+task               a game of the registry that has env_config.json keys (``password_game``,
+                   ``wordle``, ``openspiel``; left out: ``openspiel``, as files written before
+                   the other games could be configured)
 execution          ``local_<task>`` (in-process games: ``local_password_game``, ``local_wordle``,
                    ``local_openspiel``) or ``http`` (the game's server, ``python -m
                    tasks.<task>.server``)
 base_url           the server's URL; used (and required) with ``http`` only
 =================  ==============================================================================
 
-and the task's own keys:
+and the task's own keys, which its module declares (``Task.config_files``, a
+``gamerl.games.pieces.ConfigFiles``: the keys, how they are read and written, the comments; a game
+without one has no env_config.json, and reading or writing one for it is a one-line error):
 
 * ``password_game``: ``num_rules`` (play the first N of 26 rules) and ``reward``:
   ``{reward_per_rule, length_penalty, episode_bonus, bonus_min_rules, mode}``, which are the
@@ -32,54 +35,43 @@ inverse. Unknown keys and bad values are errors naming the file and the key.
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Optional
 
 from .train_config import TrainConfig
-from ..games.openspiel import OPENSPIEL_ENV_KEYS
-from ..games.registry import TASKS
+from ..games.pieces import ConfigFiles
+from ..games.registry import TASKS, get_task
 from .jsonchecks import COMMENT, check_keys, field_value, without_comment
 
 ENV_FILE = "env_config.json"
 LEGACY_TASK = "openspiel"  # the task of an env file without "task" (only OpenSpiel had one)
-SERVER_PORTS = {"password_game": 8000, "wordle": 8001, "openspiel": 8002}  # the servers' defaults
-OPENSPIEL_REWARD_KEYS = ("scale", "illegal_move_penalty", "legal_move_bonus")
-# env_config.json's reward keys -> the TrainConfig fields of the Password Game's reward
-PASSWORD_REWARD_FIELDS = {"reward_per_rule": "reward_per_rule",
-                          "length_penalty": "length_penalty", "episode_bonus": "episode_bonus",
-                          "bonus_min_rules": "bonus_min_rules", "mode": "reward_mode"}
-WORDLE_ENV_KEYS = ("max_guesses", "hard_mode", "reward")
-TASK_ENV_KEYS: dict[str, tuple[str, ...]] = {"password_game": ("num_rules", "reward"),
-                                             "wordle": WORDLE_ENV_KEYS,
-                                             "openspiel": OPENSPIEL_ENV_KEYS}
 
-ENV_COMMENTS: dict[str, list[str]] = {
-    "openspiel": [
-        "OpenSpiel environment (tasks/openspiel/README.md). execution: local_openspiel "
-        "(in-process) or http (then base_url, a server from `python -m "
-        "tasks.openspiel.server`).",
-        "opponent random | mcts; model_seat 0 | 1 | random; illegal_move_policy retry | "
-        "random | loss. With the curriculum on, training plays the stage's games and "
-        "opponent, and these games and opponent are the held-out evaluation's."],
-    "wordle": [
-        "Wordle environment (tasks/wordle/README.md). execution: local_wordle (in-process) or "
-        "http (then base_url, a server from `python -m tasks.wordle.server`).",
-        "max_guesses per game; hard_mode: every revealed hint must be used; reward: the "
-        "per-turn rewards (win_reward, turn_decay, green_reward, present_reward, "
-        "invalid_penalty, repeat_penalty, loss_penalty)."],
-    "password_game": [
-        "Password Game environment (PASSWORD_GAME_README.md). execution: local_password_game "
-        "(in-process) or http (then base_url, a server from `python -m "
-        "tasks.password_game.server`).",
-        "num_rules: play the first N of the 26 rules. reward: score = rules held x "
-        "reward_per_rule - length x length_penalty (+ episode_bonus from bonus_min_rules "
-        "rules on); mode delta pays each turn's change in score (a game returns its final "
-        "score), absolute pays the score every turn. Turns per game: training.max_steps."],
-}
 
-__all__ = ["ENV_FILE", "EnvSettings", "TASK_ENV_KEYS", "env_to_json", "executions", "read_env"]
+__all__ = ["ENV_CHECKS", "ENV_FILE", "EnvSettings", "config_files", "env_tasks", "env_to_json",
+           "executions", "read_env"]
+
+
+def env_tasks() -> list[str]:
+    """The registered games that have env_config.json keys (``Task.config_files``)."""
+    return [name for name in TASKS if get_task(name).config_files is not None]
+
+
+def config_files(task: str, where: str = "") -> ConfigFiles:
+    """``task``'s part of the run's JSON files; ValueError (one line, prefixed by ``where``) for
+    a game nobody registered or one whose module declares none."""
+    prefix = f"{where}: task: " if where else ""
+    if task not in TASKS:
+        raise ValueError(f"{prefix}expected one of {', '.join(env_tasks())}, got "
+                         f"{json.dumps(task)}")
+    files = get_task(task).config_files
+    if files is None:
+        raise ValueError(f"{prefix}game {task!r} has no env_config.json settings (its Task "
+                         "declares no config_files: docs/training.md, \"Adding a game\"); play "
+                         f"it with `python -m gamerl train --task {task}`, or use one of "
+                         f"{', '.join(env_tasks())}")
+    return files
 
 
 def executions(task: str) -> tuple[str, str]:
@@ -99,10 +91,8 @@ def read_env(data: dict, path: Path) -> EnvSettings:
     """The TrainConfig fields (``task`` included) and server URL an env_config.json object sets."""
     where = str(path)
     task = data.get("task", LEGACY_TASK)
-    if task not in TASKS:
-        raise ValueError(f"{where}: task: expected one of {', '.join(TASKS)}, got "
-                         f"{json.dumps(task)}")
-    check_keys(data, ["task", "execution", "base_url", *TASK_ENV_KEYS[task]], where)
+    files = config_files(task, where)
+    check_keys(data, ["task", "execution", "base_url", *files.env_keys], where)
     execution = data.get("execution", executions(task)[0])
     if execution not in executions(task):
         raise ValueError(f"{where}: execution: expected one of {', '.join(executions(task))}, "
@@ -112,13 +102,13 @@ def read_env(data: dict, path: Path) -> EnvSettings:
         raise ValueError(f"{where}: base_url: expected an http:// or https:// URL, got "
                          f"{json.dumps(url)}")
     if execution == "http" and url is None:
-        port = SERVER_PORTS[task]
-        raise ValueError(f"{where}: execution \"http\" needs a base_url (the server's URL, e.g. "
-                         f"\"http://127.0.0.1:{port}\" for `python -m tasks.{task}.server "
-                         f"--port {port}`)")
-    settings = {k: data[k] for k in TASK_ENV_KEYS[task] if k in data}
-    values = {"password_game": _password_values, "wordle": _wordle_values,
-              "openspiel": _openspiel_values}[task](settings, where)
+        port = get_task(task).server_port
+        example = (f", e.g. \"http://127.0.0.1:{port}\" for `python -m tasks.{task}.server "
+                   f"--port {port}`" if port is not None else "")
+        raise ValueError(f"{where}: execution \"http\" needs a base_url (the server's URL"
+                         f"{example})")
+    settings = {k: data[k] for k in files.env_keys if k in data}
+    values = files.read(settings, where, ENV_CHECKS)
     return EnvSettings(task, {"task": task, **values}, url if execution == "http" else None)
 
 
@@ -131,87 +121,9 @@ def _reward_object(settings: dict, known, where: str) -> dict:
     return without_comment(reward)
 
 
-def _password_values(settings: dict, where: str) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    if "num_rules" in settings:
-        values["num_rules"] = field_value(settings["num_rules"], "num_rules",
-                                          f"{where}: num_rules")
-    if "reward" in settings:
-        reward = _reward_object(settings, list(PASSWORD_REWARD_FIELDS), where)
-        for key, name in PASSWORD_REWARD_FIELDS.items():
-            if key in reward:
-                values[name] = field_value(reward[key], name, f"{where}: reward.{key}")
-    return values
-
-
-def _wordle_values(settings: dict, where: str) -> dict[str, Any]:
-    from tasks.wordle.game import RewardConfig, WordleConfig
-
-    if "reward" in settings:
-        settings["reward"] = _reward_object(settings, [f.name for f in fields(RewardConfig)],
-                                            where)
-    try:
-        WordleConfig(**settings)  # its own checks: max_guesses 1..100, finite rewards >= 0
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"{where}: {e}") from None
-    return {"task_config": settings}
-
-
-def _openspiel_values(settings: dict, where: str) -> dict[str, Any]:
-    _check_openspiel(settings, where)
-    if "reward" in settings:
-        settings["reward"] = without_comment(settings["reward"])
-    return {"task_config": settings}
-
-
-def _check_openspiel(s: dict, where: str) -> None:
-    from tasks.openspiel.games import GAMES
-
-    from ..games.openspiel import OPPONENTS
-
-    def bad(key: str, expected: str) -> ValueError:
-        return ValueError(f"{where}: {key}: expected {expected}, got {json.dumps(s[key])}")
-
-    def is_int(v: Any, low: int) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and v >= low
-
-    if "games" in s:
-        games = [s["games"]] if isinstance(s["games"], str) else s["games"]
-        if not isinstance(games, list) or not games or not all(isinstance(g, str) for g in games):
-            raise bad("games", "a non-empty list of game names")
-        unknown = [g for g in games if g not in GAMES]
-        if unknown:
-            raise ValueError(f"{where}: games: unknown game {unknown[0]!r}; supported games: "
-                             + ", ".join(GAMES))
-    if "opponent" in s and s["opponent"] not in OPPONENTS:
-        raise bad("opponent", " or ".join(repr(o) for o in OPPONENTS))
-    if "model_seat" in s and (s["model_seat"] not in (0, 1, "random")
-                              or isinstance(s["model_seat"], bool)):
-        raise bad("model_seat", "0, 1 or \"random\"")
-    for key, low in (("mcts_simulations", 1), ("mcts_rollouts", 1), ("max_illegal_retries", 0)):
-        if key in s and not is_int(s[key], low):
-            raise bad(key, f"an integer >= {low}")
-    if "mcts_uct_c" in s and not (isinstance(s["mcts_uct_c"], (int, float))
-                                  and not isinstance(s["mcts_uct_c"], bool)
-                                  and math.isfinite(s["mcts_uct_c"]) and s["mcts_uct_c"] >= 0):
-        raise bad("mcts_uct_c", "a number >= 0")
-    if "illegal_move_policy" in s and s["illegal_move_policy"] not in ("retry", "random", "loss"):
-        raise bad("illegal_move_policy", "\"retry\", \"random\" or \"loss\"")
-    if "reward" in s:
-        reward = s["reward"]
-        if not isinstance(reward, dict):
-            raise bad("reward", "an object {" + ", ".join(OPENSPIEL_REWARD_KEYS) + "}")
-        check_keys(reward, OPENSPIEL_REWARD_KEYS, f"{where}: reward")
-        for key in OPENSPIEL_REWARD_KEYS:
-            v = reward.get(key, 0.0)
-            if v is None and key == "scale":
-                continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"{where}: reward.{key}: expected a number"
-                                 + (" or null (the game's own scale)" if key == "scale" else "")
-                                 + f", got {json.dumps(v)}")
-
-
+# What a game's ConfigFiles.read is handed (the games import nothing of gamerl.config).
+ENV_CHECKS = SimpleNamespace(check_keys=check_keys, field_value=field_value,
+                             without_comment=without_comment, reward_object=_reward_object)
 
 
 # ----------------------------------------------------------------------------- writing
@@ -220,25 +132,10 @@ def env_to_json(cfg: TrainConfig, env_url: Optional[str] = None) -> dict[str, An
     """The env_config.json object for ``cfg`` (with "_comment"s): the inverse of
     :func:`read_env`. ``env_url`` set: ``"execution": "http"`` with that ``base_url``."""
     task = cfg.task
-    env: dict[str, Any] = {COMMENT: ENV_COMMENTS[task], "task": task,
+    files = config_files(task)
+    env: dict[str, Any] = {COMMENT: list(files.env_comment), "task": task,
                            "execution": "http" if env_url else executions(task)[0]}
     if env_url:
         env["base_url"] = env_url
-    if task == "password_game":
-        env["num_rules"] = cfg.num_rules
-        env["reward"] = {key: getattr(cfg, name) for key, name in PASSWORD_REWARD_FIELDS.items()}
-        return env
-    task_config = dict(cfg.task_config or {})
-    known = TASK_ENV_KEYS[task]
-    for key in [*known, *sorted(set(task_config) - set(known))]:
-        if key in task_config:
-            env[key] = _jsonable(task_config[key])
+    env.update(files.write(cfg))
     return env
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (tuple, list)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    return value

@@ -12,11 +12,10 @@ import ast
 import json
 import math
 import os
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, Union
 
-from .train_config import TrainConfig
+from .train_config import setting_fields
 
 PathLike = Union[str, "os.PathLike[str]"]
 COMMENT = "_comment"
@@ -54,7 +53,7 @@ def read_json(path: PathLike) -> dict:
     return data
 
 
-FIELD_TYPES = {f.name: str(f.type) for f in fields(TrainConfig)}
+FIELD_TYPES = {name: str(f.type) for name, f in setting_fields().items()}
 
 
 def describe(kind: str) -> str:

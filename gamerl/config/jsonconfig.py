@@ -77,7 +77,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .train_config import PRESETS, TrainConfig, get_config
-from .envconfig import ENV_FILE, LEGACY_TASK, env_to_json, read_env
+from .envconfig import ENV_FILE, LEGACY_TASK, config_files, env_to_json, read_env
 from .jsonchecks import COMMENT, PathLike, check_keys, field_value, read_json
 
 TRAIN_FILE = "train_config.json"
@@ -105,7 +105,7 @@ SECTIONS: dict[str, dict[str, str]] = {
             "kl_loss_estimator": "kl_loss_estimator",
             "kl_in_reward": "kl_in_reward", "advantage_estimator": "advantage_estimator",
             "group_size": "group_size", "reward_scale": "reward_scale",
-            "score_batch_size": "score_batch_size"},
+            "score_batch_size": "score_batch_size", "policy_loss": "policy_loss"},
     "generation": {k: k for k in ("max_new_tokens", "temperature", "top_p", "top_k",
                                   "max_context_tokens", "feedback", "system_prompt")},
     "training": {k: k for k in ("epochs", "episodes_per_epoch", "max_steps", "seed",
@@ -126,7 +126,8 @@ NOT_IN_TRAIN_FILE = ("task", "task_config", "curriculum", "replay_fraction", "nu
                      "reward_per_rule", "length_penalty", "episode_bonus", "bonus_min_rules",
                      "reward_mode", "warmstart_extra_prob", "warmstart_demos")
 
-# The comments that say the same for every game; train_comments(task) adds the game's own.
+# The comments that say the same for every game; train_comments(task) adds the game's own
+# (its module's ConfigFiles.train_comments).
 _COMMON_COMMENTS: dict[str, Any] = {
     "model": ["model_name: 'tiny' (the embedded model: CPU, minutes), a hub id or a directory.",
               "On a GPU with Qwen3-0.6B: \"preset\": \"qwen3-0.6b\", model_name "
@@ -144,43 +145,17 @@ _COMMON_COMMENTS: dict[str, Any] = {
     "logging": "wandb_mode offline | online | disabled (disabled: a local tensorboard + JSONL "
                "log instead).",
 }
-_GAME_COMMENTS: dict[str, dict[str, Any]] = {
-    "openspiel": {
-        "generation": "Per turn: an OpenSpiel move is a few tokens (max_new_tokens 8).",
-        "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
-                    "per game; max_steps caps the turns of an episode (illegal-move retries "
-                    "included).",
-        "curriculum": "easy -> medium -> hard (gamerl/core/curriculum.py) when stages is null; "
-                      "or a list of {\"name\", \"games\", \"opponent\", \"threshold\"}. A stage "
-                      "ends when the success rate over the last `window` episodes reaches its "
-                      "threshold."},
-    "wordle": {
-        "generation": "Per turn: one guess, a 5-letter word of a few tokens (max_new_tokens 8).",
-        "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
-                    "(answers training never draws). Turns per game: env_config.json's "
-                    "max_guesses (max_steps is not used by Wordle).",
-        "curriculum": "OpenSpiel only: keep enabled false for Wordle."},
-    "password_game": {
-        "generation": "Per turn: one password (the tiny preset's are 5-12 tokens; "
-                      "max_new_tokens 24 leaves room for mistakes).",
-        "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
-                    "(seeds from eval_seed_start, disjoint from the training seeds); max_steps: "
-                    "turns (passwords) per game.",
-        "curriculum": "OpenSpiel only: keep enabled false for the Password Game."},
-}
-
-
 def train_comments(task: str) -> dict[str, Any]:
-    """The "_comment" of each section of train_config.json (key "" for the top level)."""
-    games = {"openspiel": "the games", "wordle": "Wordle's settings",
-             "password_game": "the Password Game's rules and reward"}
+    """The "_comment" of each section of train_config.json (key "" for the top level): the
+    common ones and the game's own (``Task.config_files``)."""
+    files = config_files(task)
     top = ["gamerl run configuration (gamerl/config/jsonconfig.py maps every key to a TrainConfig "
            "field; gamerl/config/train_config.py documents them). Written by "
            "`python -m gamerl configure`.",
            f"Run: python -m gamerl train --task {task} --config config/train_config.json "
-           f"(env_config.json next to it holds {games[task]}).",
+           f"(env_config.json next to it holds {files.env_holds}).",
            "Keys left out keep the preset's values; unknown keys are errors."]
-    return {"": top, **_COMMON_COMMENTS, **_GAME_COMMENTS[task]}
+    return {"": top, **_COMMON_COMMENTS, **files.train_comments}
 
 
 __all__ = ["ENV_FILE", "SECTIONS", "TRAIN_FILE", "config_to_json", "dumps", "load_run_config",
@@ -231,10 +206,12 @@ def _curriculum_value(sec: dict, path: Path, base: TrainConfig) -> dict[str, Any
                              "hard stages) or a list of {\"name\", \"games\", \"opponent\", "
                              f"\"threshold\"}} objects, got {json.dumps(stages)}")
         from ..core.curriculum import Curriculum
-        from ..games.openspiel import OPENSPIEL_CURRICULUM
+        from ..games.registry import get_task
 
-        try:  # the curriculum section is OpenSpiel's (TrainConfig allows no other task one)
-            Curriculum.from_dict(stages, choices=OPENSPIEL_CURRICULUM)
+        choices = get_task(base.task).curriculum  # what the game's stages may name
+        try:  # a game without a curriculum: TrainConfig refuses it, naming the game
+            if choices is not None:
+                Curriculum.from_dict(stages, choices=choices)
         except (ValueError, TypeError) as e:
             raise ValueError(f"{where}.stages: {e}") from None
     return {"curriculum": (stages if stages is not None else "default") if enabled else None}
@@ -299,11 +276,12 @@ def load_run_config(train_path: PathLike, env_path: Optional[PathLike] = None, *
         cfg = base.replace(**values)
     except (ValueError, TypeError) as e:
         raise ValueError(f"{sources}: {e}") from None
-    if cfg.task == "openspiel":
-        from ..games.openspiel import openspiel_settings
+    from ..games.registry import get_task
 
+    files = get_task(cfg.task).config_files
+    if files is not None and files.check is not None:  # the game's check of the whole
         try:
-            openspiel_settings(cfg)
+            files.check(cfg)
         except ValueError as e:
             raise ValueError(f"{sources}: {e}") from None
     if overrides:

@@ -1,10 +1,22 @@
-"""Training configuration: one flat dataclass (nanoGPT style) and named presets.
+"""Training configuration: every setting of a run, grouped by concern, and named presets.
 
-Every knob of a run lives in ``TrainConfig``; a run directory keeps it as ``config.json`` so a run
-can be resumed or evaluated with exactly the settings it was trained with. The defaults are the
-seed project's (3 epochs, 20 episodes per epoch, 30 turns, clip 0.2, gamma 0.99, lambda 0.95,
-lr 1e-6, temperature 0.7, top-p 0.9, top-k 50, 256 new tokens) plus the usual PPO settings;
-presets override what a given model needs and say why.
+A ``TrainConfig`` is a handful of small dataclasses, one a concern (nanoGPT's ``GPTConfig`` is
+the model): ``network`` (which model, where), ``adapters`` (LoRA), ``game`` (which game, turns,
+what the model is told), ``password_game`` (that game's rules and reward: its own dataclass,
+``gamerl.games.password_game.PasswordGameSettings``; Wordle's and OpenSpiel's settings are their
+``task_config``), ``sampling``, ``schedule`` (epochs, episodes, evaluation), ``instances`` (which
+games are played: seeds, curriculum, failure replay), ``optim``, ``ppo`` (the loss), ``advantage``,
+``kl``, ``sft`` (the warm start) and ``output``.
+
+Every setting also has one flat name, unique across the sections (``lr``, ``num_rules``,
+``warmstart_steps``): presets, ``--set NAME=VALUE``, ``get_config(**overrides)``,
+``TrainConfig(**settings)``, ``cfg.replace(...)`` and a run's ``config.json`` use it, and
+``cfg.NAME`` reads (and writes) it in its section, so ``cfg.lr is cfg.optim.lr``. A run
+directory keeps its settings as ``config.json`` so the run can be resumed or evaluated with
+exactly the settings it was trained with. The defaults are the seed project's (3 epochs, 20
+episodes per epoch, 30 turns, clip 0.2, gamma 0.99, lambda 0.95, lr 1e-6, temperature 0.7,
+top-p 0.9, top-k 50, 256 new tokens) plus the usual PPO settings; presets override what a given
+model needs and say why.
 
 Vocabulary used everywhere:
 * an *epoch* is one outer iteration: collect ``episodes_per_epoch`` episodes with the current
@@ -14,20 +26,21 @@ Vocabulary used everywhere:
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Optional
 
+from ..games.password_game import PasswordGameSettings
 
 # How a process shows a run (tqdm bars), not what the run is: not saved with the run.
 PRESENTATION_FIELDS = ("progress",)
 
 
 @dataclass
-class TrainConfig:
-    # ------------------------------------------------------------------ model
+class NetworkSettings:
+    """The model and where it runs."""
     model: str = "tiny"  # "tiny", a hub id ("Qwen/Qwen3-0.6B") or a saved directory
     device: Optional[str] = None  # None: cuda if available, else cpu
     dtype: Optional[str] = None  # "float32" | "bfloat16" | None (bf16 on CUDA, fp32 on CPU)
@@ -44,112 +57,67 @@ class TrainConfig:
     # and no gradient checkpointing; elsewhere, and with trainable_layers, the plain pass runs.
     share_prefix: bool = True
 
-    # ------------------------------------------------------------------ task (the game)
-    # a game of the registry (gamerl/games/registry.py): "password_game" (the fields below),
-    # "wordle", "openspiel", or one added with register_task.
+
+@dataclass
+class AdapterSettings:
+    """LoRA (peft): train low-rank adapters instead of every weight (gamerl/models/lora.py). The
+    frozen reference is then the base model with the adapters switched off (no second copy), and
+    checkpoints hold the adapters and the value head only. load_in_4bit needs CUDA and
+    bitsandbytes."""
+    lora: bool = False
+    lora_rank: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0  # must be 0: see TrainConfig.validate()
+    lora_target_modules: Optional[list] = None  # None: every attention and MLP projection
+    load_in_4bit: bool = False
+
+
+@dataclass
+class GameSettings:
+    """Which game, how long an episode is, and what the model is told (the trainer's view)."""
+    # A game of the registry (gamerl/games/registry.py): "password_game" (its settings are the
+    # password_game section), "wordle", "openspiel", or one added with register_task.
     # task_config holds the other games' settings: Wordle's WordleConfig fields ({"max_guesses": 6,
     # "reward": {...}}), OpenSpiel's environment ({"games": [...], "opponent": "random",
     # "mcts_simulations": 50, "illegal_move_policy": "retry", "model_seat": "random", ...}).
     task: str = "password_game"
     task_config: dict = field(default_factory=dict)
-
-    # ------------------------------------------------------------------ game (Password Game)
-    num_rules: int = 26  # play only the first N rules (1..26)
     max_steps: int = 30  # submissions (turns) per episode (seed: 30)
-    reward_per_rule: float = 1.0  # the seed's reward: rules * 1.0 - len * 0.01 (+10 at >= 5 rules)
-    length_penalty: float = 0.01
-    episode_bonus: float = 10.0
-    bonus_min_rules: int = 5
-    # "absolute" (seed): every turn pays the score, which rewards stalling over long episodes;
-    # "delta": every turn pays the change in score, so an episode's return is its final score.
-    reward_mode: Literal["absolute", "delta"] = "absolute"
-    # Env rewards are multiplied by this before GAE. The policy loss does not care (advantages are
-    # whitened) but the critic and its clip range (value_clip_range, in return units) do: choose
-    # it so a typical discounted return is O(1) (each preset says how it chose its own).
-    reward_scale: float = 1.0
-
-    # ------------------------------------------------------------------ seeds
-    seed: int = 0  # torch / numpy / python RNG and the order of training game seeds
-    train_seed_start: int = 0  # training games use seeds [start, start + count)
-    train_seed_count: int = 100_000
-    eval_seed_start: int = 1_000_000  # held-out games: [eval_seed_start, + eval_episodes)
-    eval_episodes: int = 32
-
-    # ------------------------------------------------------------------ rollouts
-    epochs: int = 3  # seed: 3
-    episodes_per_epoch: int = 20  # seed: 20
-    max_new_tokens: int = 256  # per turn (seed: 256)
-    temperature: float = 0.7  # seed: 0.7. Also divides the logits in every log-prob we compute,
-    top_p: float = 0.9  # so the policy PPO optimises is the one that sampled (as verl does).
-    top_k: int = 50
-    max_context_tokens: int = 4096  # an episode that would outgrow this ends before its next turn
     # Later-turn user messages (rollout.py): "full" the game's whole text, "compact" without what
     # the first message said, "latest" only what changed (Wordle: the last board line; the
     # other games have no shorter view than compact and use it).
     feedback: Literal["compact", "full", "latest"] = "compact"
     system_prompt: Optional[str] = None  # None: the task's (gamerl/games/base.py); "" for none
+
+
+@dataclass
+class SamplingSettings:
+    """How answers are sampled, and how much of a conversation fits."""
+    max_new_tokens: int = 256  # per turn (seed: 256)
+    temperature: float = 0.7  # seed: 0.7. Also divides the logits in every log-prob we compute,
+    top_p: float = 0.9  # so the policy PPO optimises is the one that sampled (as verl does).
+    top_k: int = 50
+    max_context_tokens: int = 4096  # an episode that would outgrow this ends before its next turn
     score_batch_size: int = 16  # rows per no-grad forward when scoring old/ref log-probs
 
-    # ------------------------------------------------------------------ PPO
-    ppo_epochs: int = 4  # passes over each batch of episodes
-    minibatch_size: int = 4  # episodes per optimizer step
-    micro_batch_size: Optional[int] = None  # episodes per forward/backward (grad accumulation)
-    lr: float = 1e-6  # seed: 1e-6 (the LM)
-    # The value head starts at zero (models.ValueHead) and must learn returns of O(1) (see
-    # reward_scale); at the LM's 1e-6 it would barely move, so it has its own learning rate.
-    value_head_lr: float = 1e-4
-    weight_decay: float = 0.0
-    adam_eps: float = 1e-8
-    clip_range: float = 0.2  # seed: 0.2
-    # Upper ratio clip (DAPO's "clip-higher", e.g. 0.28); None: clip_range (symmetric).
-    clip_range_high: Optional[float] = None
-    # Dual clip (verl's clip_ratio_c, 3.0 there): caps the loss of negative-advantage tokens at
-    # -A * clip_ratio_c so a token made far likelier than at sampling cannot dominate; None: off.
-    clip_ratio_c: Optional[float] = None
-    value_clip_range: Optional[float] = 0.2  # in (scaled) return units; None: unclipped
-    vf_coef: float = 0.1  # value loss weight; small because the value head shares the LM trunk
-    entropy_coef: float = 0.0  # entropy bonus (0 is usual for LMs; > 0 keeps tiny exploring)
-    max_grad_norm: float = 1.0
-    gamma: float = 0.99  # seed: 0.99
-    lam: float = 0.95  # seed: 0.95
-    # Where gamma and lam apply. "turn": between turns only, 1 inside an answer
-    # (ppo.compute_turn_gae), so 0.99 is a per-turn discount whatever the answer lengths and
-    # every token of an answer shares its credit. "token": per policy token (ppo.compute_gae,
-    # verl's semantics), where the first token of a 40-token answer gets 9% of the last one's.
-    discount_per: Literal["turn", "token"] = "turn"
-    whiten_advantages: bool = True
-    target_kl: Optional[float] = None  # stop this batch's PPO epochs once approx KL exceeds it
-    loss_agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
-    # KL to the frozen reference (the policy at the start of PPO). With kl_in_reward (the
-    # InstructGPT/TRL way) each policy token's reward gets -kl_coef * KL estimate, so GAE
-    # carries it like any reward; otherwise it is a loss term kl_coef * mean(KL) with gradient.
-    # With advantage_estimator="grpo" the KL is always a loss term. Estimators (ppo.kl_penalty):
-    # kl_estimator, for the REWARD: "k1" = logp - ref_logp, unbiased, can be negative per token:
-    #   the standard reward penalty (no gradient flows through a reward); "k2", "k3" also allowed.
-    # kl_loss_estimator, for the LOSS: "k3" (verl's low_var_kl, >= 0; its gradient is that of
-    #   KL(ref || pi)) or "k2" (gradient of KL(pi || ref)). Never k1: as a loss its expected
-    #   gradient is exactly 0, so the leash would do nothing but add noise (validate refuses it).
-    kl_coef: float = 0.05
-    kl_estimator: Literal["k1", "k2", "k3"] = "k1"
-    kl_loss_estimator: Literal["k2", "k3"] = "k3"
-    kl_in_reward: bool = True
-    # "gae": token-level GAE with the value head; "grpo": every game seed is played group_size
-    # times and an episode's advantage is its return relative to its group (no critic needed).
-    advantage_estimator: Literal["gae", "grpo"] = "gae"
-    group_size: int = 4
 
-    # ------------------------------------------------------------------ LoRA (peft)
-    # Train low-rank adapters instead of every weight (gamerl/models/lora.py). The frozen reference
-    # is then the base model with the adapters switched off (no second copy), and checkpoints hold
-    # the adapters and the value head only. load_in_4bit needs CUDA and bitsandbytes.
-    lora: bool = False
-    lora_rank: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0  # must be 0: see validate()
-    lora_target_modules: Optional[list] = None  # None: every attention and MLP projection
-    load_in_4bit: bool = False
+@dataclass
+class ScheduleSettings:
+    """How long the run is, and when it evaluates and saves."""
+    seed: int = 0  # torch / numpy / python RNG and the order of training game seeds
+    epochs: int = 3  # seed: 3
+    episodes_per_epoch: int = 20  # seed: 20
+    eval_episodes: int = 32  # held-out games per evaluation
+    eval_every: int = 0  # epochs between held-out evaluations during training (0: final only)
+    save_every: int = 1  # epochs between last/ checkpoints (the final epoch is always saved)
 
-    # ------------------------------------------------------------------ what to play
+
+@dataclass
+class InstanceSettings:
+    """Which games are played: the seed ranges, a curriculum, failure replay."""
+    train_seed_start: int = 0  # training games use seeds [start, start + count)
+    train_seed_count: int = 100_000
+    eval_seed_start: int = 1_000_000  # held-out games: [eval_seed_start, + eval_episodes)
     # Curriculum (OpenSpiel): None, "default" (gamerl/core/curriculum.py: easy -> medium -> hard at
     # 60% / 50% / 40% success) or a list of stage dicts {"name", "games", "opponent",
     # "threshold"}. A stage's success rate is measured over the last curriculum_window episodes.
@@ -160,9 +128,87 @@ class TrainConfig:
     replay_fraction: float = 0.0
     replay_capacity: int = 1000
 
-    # ------------------------------------------------------------------ warm start (SFT)
-    # A short supervised fine-tune on demonstrations before PPO (warmstart.py); the baseline is
-    # measured after it. Off for pretrained chat models; needed for the random-init tiny model.
+
+@dataclass
+class OptimSettings:
+    """The optimizer and how each batch of episodes is cut into updates."""
+    ppo_epochs: int = 4  # passes over each batch of episodes
+    minibatch_size: int = 4  # episodes per optimizer step
+    micro_batch_size: Optional[int] = None  # episodes per forward/backward (grad accumulation)
+    lr: float = 1e-6  # seed: 1e-6 (the LM)
+    # The value head starts at zero (models.ValueHead) and must learn returns of O(1) (see
+    # reward_scale); at the LM's 1e-6 it would barely move, so it has its own learning rate.
+    value_head_lr: float = 1e-4
+    weight_decay: float = 0.0
+    adam_eps: float = 1e-8
+    max_grad_norm: float = 1.0
+
+
+@dataclass
+class PPOSettings:
+    """The PPO loss (gamerl.core.ppo.ppo_loss)."""
+    # The policy loss, by name from gamerl.core.ppo.POLICY_LOSSES (register_policy_loss adds
+    # one): "ppo_clip" is PPO's clipped surrogate with clip_range(_high) and clip_ratio_c
+    # (verl's "vanilla").
+    policy_loss: str = "ppo_clip"
+    clip_range: float = 0.2  # seed: 0.2
+    # Upper ratio clip (DAPO's "clip-higher", e.g. 0.28); None: clip_range (symmetric).
+    clip_range_high: Optional[float] = None
+    # Dual clip (verl's clip_ratio_c, 3.0 there): caps the loss of negative-advantage tokens at
+    # -A * clip_ratio_c so a token made far likelier than at sampling cannot dominate; None: off.
+    clip_ratio_c: Optional[float] = None
+    value_clip_range: Optional[float] = 0.2  # in (scaled) return units; None: unclipped
+    vf_coef: float = 0.1  # value loss weight; small because the value head shares the LM trunk
+    entropy_coef: float = 0.0  # entropy bonus (0 is usual for LMs; > 0 keeps tiny exploring)
+    loss_agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
+    target_kl: Optional[float] = None  # stop this batch's PPO epochs once approx KL exceeds it
+
+
+@dataclass
+class AdvantageSettings:
+    """Returns and advantages: the estimator, its discount, the reward's scale."""
+    # "gae": token-level GAE with the value head; "grpo": every game seed is played group_size
+    # times and an episode's advantage is its return relative to its group (no critic needed).
+    advantage_estimator: Literal["gae", "grpo"] = "gae"
+    group_size: int = 4
+    gamma: float = 0.99  # seed: 0.99
+    lam: float = 0.95  # seed: 0.95
+    # Where gamma and lam apply. "turn": between turns only, 1 inside an answer
+    # (ppo.compute_turn_gae), so 0.99 is a per-turn discount whatever the answer lengths and
+    # every token of an answer shares its credit. "token": per policy token (ppo.compute_gae,
+    # verl's semantics), where the first token of a 40-token answer gets 9% of the last one's.
+    discount_per: Literal["turn", "token"] = "turn"
+    whiten_advantages: bool = True
+    # Env rewards are multiplied by this before GAE. The policy loss does not care (advantages are
+    # whitened) but the critic and its clip range (value_clip_range, in return units) do: choose
+    # it so a typical discounted return is O(1) (each preset says how it chose its own).
+    reward_scale: float = 1.0
+
+
+@dataclass
+class KLSettings:
+    """The leash to the frozen reference (the policy at the start of PPO).
+
+    With kl_in_reward (the InstructGPT/TRL way) each policy token's reward gets -kl_coef * KL
+    estimate, so GAE carries it like any reward; otherwise it is a loss term kl_coef * mean(KL)
+    with gradient. With advantage_estimator="grpo" the KL is always a loss term. Estimators
+    (ppo.kl_penalty): kl_estimator, for the REWARD: "k1" = logp - ref_logp, unbiased, can be
+    negative per token: the standard reward penalty (no gradient flows through a reward); "k2",
+    "k3" also allowed. kl_loss_estimator, for the LOSS: "k3" (verl's low_var_kl, >= 0; its
+    gradient is that of KL(ref || pi)) or "k2" (gradient of KL(pi || ref)). Never k1: as a loss
+    its expected gradient is exactly 0, so the leash would do nothing but add noise (validate
+    refuses it)."""
+    kl_coef: float = 0.05
+    kl_estimator: Literal["k1", "k2", "k3"] = "k1"
+    kl_loss_estimator: Literal["k2", "k3"] = "k3"
+    kl_in_reward: bool = True
+
+
+@dataclass
+class WarmStartSettings:
+    """A short supervised fine-tune on demonstrations before PPO (warmstart.py); the baseline is
+    measured after it. Off for pretrained chat models without an expert; needed for the
+    random-init tiny model."""
     warmstart: bool = False
     warmstart_examples: int = 512  # demonstrations (first-observation prompt -> password)
     warmstart_steps: int = 300
@@ -186,16 +232,71 @@ class TrainConfig:
     # Qwen3-0.6B warm start takes about 6 minutes; 0: after every step, for tests).
     warmstart_checkpoint_seconds: float = 30.0
 
-    # ------------------------------------------------------------------ bookkeeping
+
+@dataclass
+class OutputSettings:
+    """Where the run goes and how it is logged."""
     out_dir: Optional[str] = None  # None: checkpoints/<preset>-<timestamp>
     preset: Optional[str] = None  # informational: which preset this config came from
-    save_every: int = 1  # epochs between last/ checkpoints (the final epoch is always saved)
-    eval_every: int = 0  # epochs between held-out evaluations during training (0: final only)
     wandb_mode: Literal["offline", "online", "disabled"] = "offline"
     wandb_project: str = "game-rl"
     progress: bool = True  # tqdm bars (presentation: not saved with the run)
 
-    def __post_init__(self) -> None:
+
+# section name (TrainConfig's attribute) -> its dataclass, in the order a person reads them
+SECTIONS: dict[str, type] = {
+    "network": NetworkSettings, "adapters": AdapterSettings, "game": GameSettings,
+    "password_game": PasswordGameSettings, "sampling": SamplingSettings,
+    "schedule": ScheduleSettings, "instances": InstanceSettings, "optim": OptimSettings,
+    "ppo": PPOSettings, "advantage": AdvantageSettings, "kl": KLSettings,
+    "sft": WarmStartSettings, "output": OutputSettings,
+}
+
+
+def setting_fields() -> dict[str, Any]:
+    """Every setting's flat name -> its ``dataclasses.Field`` (type, default), section by section."""
+    return {f.name: f for cls in SECTIONS.values() for f in fields(cls)}
+
+
+# flat name -> the section that holds it
+SETTING_SECTION: dict[str, str] = {f.name: section for section, cls in SECTIONS.items()
+                                   for f in fields(cls)}
+assert len(SETTING_SECTION) == sum(len(fields(c)) for c in SECTIONS.values()), \
+    "a setting's flat name must be unique across the sections"
+assert not set(SECTIONS) & set(SETTING_SECTION), "a section's name must not be a setting's"
+
+
+@dataclass(init=False)
+class TrainConfig:
+    """Every setting of a run, by concern (see the module docstring). Build it from flat names,
+    ``TrainConfig(lr=1e-4, num_rules=6)``, or from sections, ``TrainConfig(optim=OptimSettings(
+    lr=1e-4))``; every setting not given keeps its default. It is checked (``validate``) when
+    built."""
+    network: NetworkSettings
+    adapters: AdapterSettings
+    game: GameSettings
+    password_game: PasswordGameSettings
+    sampling: SamplingSettings
+    schedule: ScheduleSettings
+    instances: InstanceSettings
+    optim: OptimSettings
+    ppo: PPOSettings
+    advantage: AdvantageSettings
+    kl: KLSettings
+    sft: WarmStartSettings
+    output: OutputSettings
+
+    def __init__(self, **settings: Any) -> None:
+        grouped: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+        for key, value in settings.items():
+            if key in SECTIONS:  # a whole section: its dataclass, or a dict of its settings
+                grouped[key].update(vars(value) if isinstance(value, SECTIONS[key]) else value)
+            elif key in SETTING_SECTION:
+                grouped[SETTING_SECTION[key]][key] = value
+            else:
+                raise ValueError(f"unknown setting {key!r}{_did_you_mean(key, SETTING_SECTION)}")
+        for name, cls in SECTIONS.items():
+            setattr(self, name, cls(**copy.deepcopy(grouped[name])))
         self.validate()
 
     def validate(self) -> None:
@@ -296,27 +397,53 @@ class TrainConfig:
             return get_task(self.task).system_prompt
         return self.system_prompt or None
 
+    def settings(self) -> dict[str, Any]:
+        """Every setting by its flat name (copies: changing them changes nothing here)."""
+        return {name: copy.deepcopy(getattr(getattr(self, section), name))
+                for name, section in SETTING_SECTION.items()}
+
     def to_dict(self) -> dict[str, Any]:
-        """The run's settings: everything but the presentation fields (PRESENTATION_FIELDS),
-        which say how this process shows the run, not what the run is, so they are never saved
-        into a run's config.json or checkpoints (a resumed run takes them from its own flags)."""
-        return {k: v for k, v in asdict(self).items() if k not in PRESENTATION_FIELDS}
+        """The run's settings by flat name: everything but the presentation fields
+        (PRESENTATION_FIELDS), which say how this process shows the run, not what the run is, so
+        they are never saved into a run's config.json or checkpoints (a resumed run takes them
+        from its own flags)."""
+        return {k: v for k, v in self.settings().items() if k not in PRESENTATION_FIELDS}
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> "TrainConfig":
+        """A run's config.json: flat names (as ``save`` writes them), or sections of them; a
+        name this version no longer has is left out."""
         data = json.loads(Path(path).read_text())
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        flat: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in SECTIONS and isinstance(value, dict):
+                flat.update(value)
+            else:
+                flat[key] = value
+        return cls(**{k: v for k, v in flat.items() if k in SETTING_SECTION})
 
     def replace(self, **overrides: Any) -> "TrainConfig":
-        known = {f.name for f in fields(self)}
-        unknown = sorted(set(overrides) - known)
+        """A new config: this one with ``overrides`` (flat names) applied, checked again."""
+        unknown = sorted(set(overrides) - set(SETTING_SECTION))
         if unknown:
-            raise ValueError(f"unknown setting {unknown[0]!r}{_did_you_mean(unknown[0], known)}")
-        return dataclasses.replace(self, **overrides)
+            raise ValueError(f"unknown setting {unknown[0]!r}"
+                             f"{_did_you_mean(unknown[0], SETTING_SECTION)}")
+        return TrainConfig(**{**self.settings(), **overrides})
+
+
+def _flat_setting(section: str, name: str) -> property:
+    """``cfg.NAME``: the setting in its section (read and write)."""
+    return property(lambda cfg: getattr(getattr(cfg, section), name),
+                    lambda cfg, value: setattr(getattr(cfg, section), name, value),
+                    doc=f"{section}.{name}")
+
+
+for _name, _section in SETTING_SECTION.items():
+    setattr(TrainConfig, _name, _flat_setting(_section, _name))
+del _name, _section
 
 
 # ----------------------------------------------------------------------------- presets
@@ -580,7 +707,7 @@ def _did_you_mean(name: str, known) -> str:
 
 def coerce_override(name: str, value: str) -> Any:
     """Parse a command-line ``name=value`` for TrainConfig field ``name`` by its default's type."""
-    by_name = {f.name: f for f in fields(TrainConfig)}
+    by_name = setting_fields()
     if name not in by_name:
         raise ValueError(f"unknown setting {name!r}{_did_you_mean(name, by_name)}")
     kind = str(by_name[name].type)  # a string: this module uses postponed annotations

@@ -426,15 +426,17 @@ def ppo_loss(new, mb: dict[str, torch.Tensor], cfg: TrainConfig
     pass ``new`` (log-probs, values, entropy: [B, T]); returns the loss to minimise and its
     parts (for the log).
 
-    loss = clipped policy loss - entropy_coef * entropy
+    loss = policy loss (cfg.policy_loss's, ppo.POLICY_LOSSES: the clipped PPO loss by default)
+           - entropy_coef * entropy
            + vf_coef * clipped value loss             (GAE: the critic learns; GRPO has none)
            + kl_coef * KL(policy || reference)         (when the KL is a loss term, not a
                                                         reward penalty: kl_in_reward)
     """
     # ALGO LOGIC
     use_critic = ppo.get_advantage_estimator(cfg.estimator_name).uses_critic
-    pg = ppo.ppo_policy_loss(new.logprobs, mb["old_logprobs"], mb["advantages"], mb["mask"],
-                             cfg.clip_range, cfg.clip_range_high, cfg.loss_agg, cfg.clip_ratio_c)
+    policy_loss = ppo.get_policy_loss(cfg.policy_loss)  # "ppo_clip": ppo.ppo_policy_loss
+    pg = policy_loss(new.logprobs, mb["old_logprobs"], mb["advantages"], mb["mask"],
+                     cfg.loss_agg, cfg)
     v_loss, v_clip = ppo.ppo_value_loss(new.values, mb["old_values"], mb["returns"], mb["mask"],
                                         cfg.value_clip_range)
     ent = ppo.masked_mean(new.entropy, mb["mask"])

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 
@@ -45,6 +45,13 @@ __all__ = [
     "agg_loss",
     "PolicyLossOutput",
     "ppo_policy_loss",
+    "importance_ratio",
+    "clipped_surrogate",
+    "ratio_diagnostics",
+    "POLICY_LOSSES",
+    "PolicyLossFn",
+    "get_policy_loss",
+    "register_policy_loss",
     "ppo_value_loss",
     "entropy_from_logits",
     "logprobs_from_logits",
@@ -479,7 +486,7 @@ def agg_loss(loss_mat: torch.Tensor, mask: torch.Tensor, loss_agg: str = "token-
 
 @dataclass
 class PolicyLossOutput:
-    """Result of ``ppo_policy_loss``.
+    """Result of a policy loss (``ppo_policy_loss``, any of ``POLICY_LOSSES``).
 
     ``loss`` is a differentiable 0-dim tensor; the diagnostics are detached 0-dim tensors
     (call ``.item()`` when logging; we avoid forcing a device sync here).
@@ -501,7 +508,7 @@ def ppo_policy_loss(
     loss_agg: str = "token-mean",
     clip_ratio_c: Optional[float] = None,
 ) -> PolicyLossOutput:
-    """PPO clipped surrogate loss (to minimise).
+    """PPO clipped surrogate loss (to minimise); the policy loss ``"ppo_clip"``.
 
     Args:
         logprobs: ``[batch, tokens]`` log pi_theta(a_t), requires grad.
@@ -513,9 +520,49 @@ def ppo_policy_loss(
             "clip-higher" uses e.g. 0.28 so low-probability tokens can still grow.
         loss_agg: ``"token-mean"`` or ``"seq-mean-token-mean"`` (see ``agg_loss``).
         clip_ratio_c: dual-clip bound (> 1; verl's ``clip_ratio_c``, 3.0 there), or None for
-            plain PPO. See below.
+            plain PPO (``clipped_surrogate`` has the per-token formulas).
 
-    Per token, with ``r = exp(logp - old_logp)``::
+    The three steps: the ratio pi/pi_old (``importance_ratio``), the per-token clipped loss
+    (``clipped_surrogate``), its mean over the policy tokens (``agg_loss``); and the
+    diagnostics (``ratio_diagnostics``).
+    """
+    if clip_range_high is None:
+        clip_range_high = clip_range
+    if clip_ratio_c is not None and clip_ratio_c <= 1.0:
+        raise ValueError(f"ppo_policy_loss: clip_ratio_c must be > 1, got {clip_ratio_c}")
+    m = _as_bool(mask)
+    # Sanitize ignored positions before any arithmetic (see _zero_masked) so padding
+    # garbage cannot produce nan values or nan gradients.
+    logprobs = _zero_masked(logprobs, m)
+    old_logprobs = _zero_masked(old_logprobs, m)
+    advantages = _zero_masked(advantages, m)
+
+    log_ratio, ratio = importance_ratio(logprobs, old_logprobs)
+    loss_mat, switched_off = clipped_surrogate(ratio, advantages, clip_range, clip_range_high,
+                                               clip_ratio_c)
+    loss = agg_loss(loss_mat, m, loss_agg)
+    return PolicyLossOutput(loss=loss, **ratio_diagnostics(log_ratio, ratio, switched_off, m))
+
+
+def importance_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(log_ratio, ratio)``, both ``[batch, tokens]``: ``log pi/pi_old`` clamped to
+    [-20, 20] (exp of more overflows float32 to inf, a nan loss) and its exp."""
+    log_ratio = (logprobs - old_logprobs).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
+    return log_ratio, torch.exp(log_ratio)
+
+
+def clipped_surrogate(
+    ratio: torch.Tensor,
+    advantages: torch.Tensor,
+    clip_range: float,
+    clip_range_high: float,
+    clip_ratio_c: Optional[float] = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The clipped PPO loss per token: ``(loss_mat, switched_off)``, both ``[batch, tokens]``
+    (``ratio`` and ``advantages`` as ``ppo_policy_loss`` has them, sanitized).
+
+    Per token, with ``r = ratio``::
 
         loss_t = max(-A * r, -A * clip(r, 1 - c_low, 1 + c_high))   # = -min(r A, clip(r) A)
 
@@ -530,48 +577,77 @@ def ppo_policy_loss(
 
         loss_t = min(loss_t, -A * clip_ratio_c)    if A < 0
 
-    ``clip_fraction`` counts the tokens where the clipped branch is strictly larger, i.e.
-    exactly the tokens whose gradient was switched off (verl's ``pg_clipfrac``). A ratio
-    outside the range on the "harmless" side (e.g. r < 1 - c with A > 0) is NOT counted,
-    since its gradient still flows.
+    ``switched_off`` (bool, no gradient) marks the tokens where a clipped branch is strictly
+    larger, i.e. exactly the tokens whose gradient was switched off (verl's ``pg_clipfrac``;
+    the dual clip's cap is constant in theta too). A ratio outside the range on the
+    "harmless" side (e.g. r < 1 - c with A > 0) is NOT counted, since its gradient still flows.
     """
-    if clip_range_high is None:
-        clip_range_high = clip_range
-    m = _as_bool(mask)
-    # Sanitize ignored positions before any arithmetic (see _zero_masked) so padding
-    # garbage cannot produce nan values or nan gradients.
-    logprobs = _zero_masked(logprobs, m)
-    old_logprobs = _zero_masked(old_logprobs, m)
-    advantages = _zero_masked(advantages, m)
-
-    log_ratio = (logprobs - old_logprobs).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
-    ratio = torch.exp(log_ratio)
     loss_unclipped = -advantages * ratio
     loss_clipped = -advantages * ratio.clamp(1.0 - clip_range, 1.0 + clip_range_high)
     loss_mat = torch.maximum(loss_unclipped, loss_clipped)
-    dual_clipped = torch.zeros_like(m)
+    dual_clipped = torch.zeros(loss_mat.shape, dtype=torch.bool, device=loss_mat.device)
     if clip_ratio_c is not None:
-        if clip_ratio_c <= 1.0:
-            raise ValueError(f"ppo_policy_loss: clip_ratio_c must be > 1, got {clip_ratio_c}")
         cap = -advantages * clip_ratio_c
         dual_clipped = (advantages < 0) & (loss_mat > cap)
         loss_mat = torch.where(dual_clipped, cap, loss_mat)
-    loss = agg_loss(loss_mat, m, loss_agg)
-
     with torch.no_grad():
-        # tokens whose gradient a clip switched off (either clip: the dual clip's cap is
-        # constant in theta too)
         switched_off = (loss_clipped > loss_unclipped) | dual_clipped
-        clip_fraction = masked_mean(switched_off.to(ratio.dtype), m)
-        # k3 for KL(old || new) with samples from old: (r - 1) - log r  (CleanRL's approx_kl)
-        approx_kl = masked_mean((ratio - 1.0) - log_ratio, m)
-        ratio_mean = masked_mean(ratio, m)
-    return PolicyLossOutput(
-        loss=loss,
-        clip_fraction=clip_fraction.detach(),
-        approx_kl=approx_kl.detach(),
-        ratio_mean=ratio_mean.detach(),
-    )
+    return loss_mat, switched_off
+
+
+@torch.no_grad()
+def ratio_diagnostics(log_ratio: torch.Tensor, ratio: torch.Tensor, switched_off: torch.Tensor,
+                      mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``clip_fraction``, ``approx_kl`` and ``ratio_mean`` of ``PolicyLossOutput``: detached
+    0-dim tensors over the mask-1 tokens of the ``[batch, tokens]`` inputs. ``approx_kl`` is
+    k3 for KL(old || new) with samples from old: ``(r - 1) - log r`` (CleanRL's)."""
+    m = _as_bool(mask)
+    return {"clip_fraction": masked_mean(switched_off.to(ratio.dtype), m).detach(),
+            "approx_kl": masked_mean((ratio - 1.0) - log_ratio, m).detach(),
+            "ratio_mean": masked_mean(ratio, m).detach()}
+
+
+# --------------------------------------------------------------------------------------
+# Policy losses, by name (verl's register_policy_loss / get_policy_loss_fn)
+# --------------------------------------------------------------------------------------
+
+# One signature for every policy loss:
+#     fn(logprobs [B, T], old_logprobs [B, T], advantages [B, T], mask [B, T], loss_agg, cfg)
+#         -> PolicyLossOutput
+# logprobs: log pi_theta of the sampled tokens (requires grad); old_logprobs: log pi_old
+# (detached); advantages: detached, 0 on mask-0 tokens; mask: 1 on policy tokens (values
+# elsewhere are garbage and must not leak into the result); loss_agg: "token-mean" or
+# "seq-mean-token-mean" (``agg_loss``: the trainer weights micro-batches by it, so a loss must
+# reduce that way); cfg: the TrainConfig, for the loss's own settings. The result's ``loss`` is
+# a differentiable 0-dim tensor; ``clip_fraction``, ``approx_kl`` (``target_kl`` stops an
+# update on it) and ``ratio_mean`` are detached 0-dim tensors (``ratio_diagnostics``).
+PolicyLossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, str, Any],
+                        PolicyLossOutput]
+
+POLICY_LOSSES: dict[str, PolicyLossFn] = {}
+
+
+def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
+    """Decorator: make ``fn`` the policy loss ``name`` (``TrainConfig.policy_loss``)."""
+    def register(fn: PolicyLossFn) -> PolicyLossFn:
+        POLICY_LOSSES[name] = fn
+        return fn
+    return register
+
+
+def get_policy_loss(name: str) -> PolicyLossFn:
+    if name not in POLICY_LOSSES:
+        raise ValueError(f"unknown policy loss {name!r}; registered: "
+                         f"{', '.join(sorted(POLICY_LOSSES))}")
+    return POLICY_LOSSES[name]
+
+
+@register_policy_loss("ppo_clip")
+def _ppo_clip(logprobs, old_logprobs, advantages, mask, loss_agg, cfg) -> PolicyLossOutput:
+    """PPO's clipped surrogate (``ppo_policy_loss``; verl's "vanilla"): ``cfg.clip_range``,
+    ``cfg.clip_range_high`` (clip-higher), ``cfg.clip_ratio_c`` (dual clip)."""
+    return ppo_policy_loss(logprobs, old_logprobs, advantages, mask, cfg.clip_range,
+                           cfg.clip_range_high, loss_agg, cfg.clip_ratio_c)
 
 
 def ppo_value_loss(

@@ -42,9 +42,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 import torch
 from ..progress import tqdm
 
-from tasks.common.client import TooManySessionsError
-
-from ..games.base import Task, instance_seed
+from ..games.base import Task, TooManySessionsError, instance_seed
 from ..games.registry import get_task
 from ..models import ENDOFTEXT, IM_END, chat_prompt
 from ..models.kv_cache import CACHE_ARG, cache_of
@@ -304,132 +302,202 @@ def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[Any], make_env: Calla
     description, one step per turn, showing how many episodes still play (None: no bar).
     """
     task = get_task(cfg.task)
+    # plumbing: the progress bar, and the games' sessions and episodes (``_Games``)
     bar = tqdm(total=cfg.max_turns, desc=progress, unit="turn", leave=False, mininterval=1.0,
                disable=progress is None)
     im_end = tokenizer.convert_tokens_to_ids(IM_END)
-    envs: list[Any] = [None] * len(seeds)  # None once closed (or never opened)
-    episodes: list[Optional[Episode]] = [None] * len(seeds)
-    pending = list(range(len(seeds)))  # instances whose episode has not started yet
-    last_made: list[Any] = []  # the environment make_env built last, so a failed start closes it
-    warned_about_waves = False
-
-    def tracked_make_env(*args: Any, **kwargs: Any) -> Any:
-        last_made[:] = [make_env(*args, **kwargs)]
-        return last_made[0]
-
-    def close_env(env: Any) -> None:
-        if env is not None and hasattr(env, "close"):
-            env.close()
-
-    def close(i: int) -> None:
-        env, envs[i] = envs[i], None
-        close_env(env)
-
-    def start_pending() -> None:
-        """Open episodes in instance order while the game server has room. A server that holds
-        fewer sessions than the batch (429: its --max-sessions, or another client's quota) gets
-        the rest as sessions free up: the batch then plays in waves instead of in lockstep."""
-        nonlocal warned_about_waves
-        while pending:
-            i = pending[0]
-            last_made.clear()
-            try:
-                env, obs = task.start(tracked_make_env, seeds[i])
-            except TooManySessionsError as e:
-                if last_made:  # built, then refused a session: close what it holds
-                    close_env(last_made.pop())
-                playing = sum(ep is not None and not ep.done for ep in episodes)
-                if not playing:  # nothing of ours will free a session: the server is full
-                    raise TooManySessionsError(
-                        f"the game server has no room for any of this batch's sessions ({e}). "
-                        "Start it with a larger --max-sessions, or stop the other clients that "
-                        "hold its sessions.", status_code=e.status_code,
-                        retry_after=e.retry_after) from e
-                if not warned_about_waves:
-                    warned_about_waves = True
-                    log.warning("the game server took %d of this batch's %d sessions (%s): the "
-                                "other episodes start as those end. Start the server with "
-                                "--max-sessions of at least %d to play them in lockstep.",
-                                playing, len(seeds), e.message, len(seeds))
-                return
-            pending.pop(0)
-            envs[i] = env
-            prompt = encode(tokenizer, chat_prompt(tokenizer, first_messages(obs, cfg.system_prompt)))
-            n = len(prompt)
-            episodes[i] = Episode(seed=instance_seed(seeds[i]), token_ids=list(prompt),
-                                  policy_mask=[0] * n, gen_logprobs=[0.0] * n, rewards=[0.0] * n,
-                                  prompt_len=n, last_obs=obs, instance=seeds[i])
-
-    def finish(i: int) -> None:
-        """An episode that ended: record its replays, close its session (room for the next)."""
-        ep = episodes[i]
-        ep.done = True
-        ep.replays = int(getattr(envs[i], "replays", 0) or 0)
-        close(i)
-
+    games = _Games(task, tokenizer, seeds, make_env, cfg)
     try:
-        start_pending()
+        games.start_pending()
         while True:
-            for i, ep in enumerate(episodes):
-                if ep is None or envs[i] is None:
-                    continue
-                if not ep.done and len(ep.token_ids) + cfg.max_new_tokens > cfg.max_context_tokens:
-                    ep.done = ep.context_exhausted = True  # the context budget: it could overflow
-                if len(ep.turns) >= cfg.max_turns:  # max_turns below max_steps ends episodes here
-                    ep.done = True
-                if ep.done:
-                    finish(i)
-            if pending:
-                started = len(seeds) - len(pending)
-                start_pending()
-                if len(seeds) - len(pending) > started and started > 0:
-                    bar.total += cfg.max_turns  # a new wave
-                    bar.refresh()
-            live = [i for i, ep in enumerate(episodes) if ep is not None and not ep.done]
+            games.close_ended()  # ALGO LOGIC: the context budget and max_turns end episodes
+            if games.start_next_wave():  # a server short of sessions: the next wave starts
+                bar.total += cfg.max_turns
+                bar.refresh()
+            live = games.live()
             if not live:
                 break
             bar.set_postfix(playing=f"{len(live)}/{len(seeds)}")
-            answers = policy([episodes[i].token_ids for i in live], [episodes[i] for i in live])
+            # ALGO LOGIC: one batched policy call answers the turn of every live episode
+            episodes = [games.episodes[i] for i in live]
+            answers = policy([ep.token_ids for ep in episodes], episodes)
             for i, answer in zip(live, answers):
-                ep, n = episodes[i], len(answer.token_ids)
-                if n == 0:
-                    raise ValueError("a policy returned an empty answer (no token to reward)")
-                ep.token_ids += answer.token_ids
-                ep.policy_mask += [1] * n
-                ep.gen_logprobs += answer.logprobs if answer.logprobs is not None else [0.0] * n
-                ep.rewards += [0.0] * n
-                text = tokenizer.decode(answer.token_ids, skip_special_tokens=True)
-                action = task.extract(text)
-                try:
-                    obs, reward, done, info = envs[i].submit(action)
-                except EpisodeLost as e:
-                    drop_lost(ep, e)
-                    continue
-                ep.rewards[-1] += float(reward)  # the turn's reward on its last policy token
-                stats = task.turn_stats(info)
-                ep.turns.append(Turn(answer=text, action=action, reward=float(reward),
-                                     success=bool(stats["success"]), n_tokens=n,
-                                     last_token=len(ep.token_ids) - 1, stats=stats))
-                ep.last_obs, ep.final_info = obs, info
-                ep.success = bool(stats["success"])
-                if done:
-                    ep.done = True
-                    continue
-                env_ids = env_turn_ids(tokenizer, task.feedback(obs, info, action, cfg.feedback),
-                                       answer_closed=answer.token_ids[-1] == im_end,
-                                       system_prompt=cfg.system_prompt)
-                ep.token_ids += env_ids
-                ep.policy_mask += [0] * len(env_ids)
-                ep.gen_logprobs += [0.0] * len(env_ids)
-                ep.rewards += [0.0] * len(env_ids)
+                # ALGO LOGIC: the answer's tokens (mask 1), its reward, the feedback (mask 0)
+                play_turn(games.episodes[i], games.envs[i], answer, task, tokenizer, cfg, im_end)
             bar.update(1)
-    finally:
+    finally:  # plumbing: every session closed, the batch's KV cache let go, whatever happened
         bar.close()
-        for i in range(len(envs)):
-            close(i)
+        games.close_all()
         if isinstance(policy, LMPolicy):
             policy.turn_cache = None  # the batch's KV cache: memory no later call can use
-    return episodes
+    return games.episodes
+
+
+class _Games:
+    """Plumbing of one ``rollout``: per instance, its environment (open while it plays; None
+    once closed or before it opened) and its ``Episode`` (None until it starts). Episodes open
+    in instance order while the game server has room; the rest wait in ``pending``."""
+
+    def __init__(self, task: Task, tokenizer, seeds: Sequence[Any], make_env: Callable[..., Any],
+                 cfg: RolloutConfig):
+        self.task, self.tokenizer, self.seeds, self.make_env, self.cfg = (
+            task, tokenizer, seeds, make_env, cfg)
+        self.envs: list[Any] = [None] * len(seeds)
+        self.episodes: list[Optional[Episode]] = [None] * len(seeds)
+        self.pending = list(range(len(seeds)))  # instances whose episode has not started yet
+        self.last_made: list[Any] = []  # what make_env built last: a failed start closes it
+        self.warned_about_waves = False
+
+    def _tracked_make_env(self, *args: Any, **kwargs: Any) -> Any:
+        self.last_made[:] = [self.make_env(*args, **kwargs)]
+        return self.last_made[0]
+
+    def close(self, i: int) -> None:
+        env, self.envs[i] = self.envs[i], None
+        _close_env(env)
+
+    def close_all(self) -> None:
+        for i in range(len(self.envs)):
+            self.close(i)
+
+    def live(self) -> list[int]:
+        """The instances whose episode plays the next turn."""
+        return [i for i, ep in enumerate(self.episodes) if ep is not None and not ep.done]
+
+    def start_pending(self) -> None:
+        """Open episodes in instance order while the game server has room. A server that holds
+        fewer sessions than the batch (429: its --max-sessions, or another client's quota) gets
+        the rest as sessions free up: the batch then plays in waves instead of in lockstep."""
+        while self.pending:
+            i = self.pending[0]
+            self.last_made.clear()
+            try:
+                env, obs = self.task.start(self._tracked_make_env, self.seeds[i])
+            except TooManySessionsError as e:
+                if self.last_made:  # built, then refused a session: close what it holds
+                    _close_env(self.last_made.pop())
+                self._wait_for_room(e)
+                return
+            self.pending.pop(0)
+            self.envs[i] = env
+            self.episodes[i] = new_episode(self.tokenizer, self.seeds[i], obs,
+                                           self.cfg.system_prompt)
+
+    def _wait_for_room(self, e: TooManySessionsError) -> None:
+        """The server refused a session: wait for ours to end (warned once), or, when none of
+        ours plays, raise: nothing would ever free one."""
+        playing = sum(ep is not None and not ep.done for ep in self.episodes)
+        if not playing:  # nothing of ours will free a session: the server is full
+            raise TooManySessionsError(
+                f"the game server has no room for any of this batch's sessions ({e}). "
+                "Start it with a larger --max-sessions, or stop the other clients that "
+                "hold its sessions.", status_code=e.status_code,
+                retry_after=e.retry_after) from e
+        if not self.warned_about_waves:
+            self.warned_about_waves = True
+            n = len(self.seeds)
+            log.warning("the game server took %d of this batch's %d sessions (%s): the "
+                        "other episodes start as those end. Start the server with "
+                        "--max-sessions of at least %d to play them in lockstep.",
+                        playing, n, e.message, n)
+
+    def start_next_wave(self) -> bool:
+        """Start pending episodes if sessions freed up; True if a new wave began (some started,
+        after a first wave)."""
+        if not self.pending:
+            return False
+        started = len(self.seeds) - len(self.pending)
+        self.start_pending()
+        return len(self.seeds) - len(self.pending) > started and started > 0
+
+    def close_ended(self) -> None:
+        """End the episodes out of room (``end_if_out_of_room``), then close the session of
+        every ended one that is still open (room for the next)."""
+        for i, ep in enumerate(self.episodes):
+            if ep is None or self.envs[i] is None:
+                continue
+            end_if_out_of_room(ep, self.cfg)
+            if ep.done:
+                self.finish(i)
+
+    def finish(self, i: int) -> None:
+        """An episode that ended: record its replays, close its session (room for the next)."""
+        ep = self.episodes[i]
+        ep.done = True
+        ep.replays = int(getattr(self.envs[i], "replays", 0) or 0)
+        self.close(i)
+
+
+def _close_env(env: Any) -> None:
+    if env is not None and hasattr(env, "close"):
+        env.close()
+
+
+def new_episode(tokenizer, instance: Any, obs: dict[str, Any],
+                system_prompt: Optional[str]) -> Episode:
+    """An episode at its start: the chat prompt (system prompt and first observation, ending in
+    the assistant header) as its first ``prompt_len`` tokens, all mask 0."""
+    prompt = encode(tokenizer, chat_prompt(tokenizer, first_messages(obs, system_prompt)))
+    n = len(prompt)
+    return Episode(seed=instance_seed(instance), token_ids=list(prompt), policy_mask=[0] * n,
+                   gen_logprobs=[0.0] * n, rewards=[0.0] * n, prompt_len=n, last_obs=obs,
+                   instance=instance)
+
+
+def end_if_out_of_room(ep: Episode, cfg: RolloutConfig) -> None:
+    """Mark ``ep`` done when it may not play another turn: its sequence plus
+    ``max_new_tokens`` could overflow ``max_context_tokens`` (``context_exhausted``), or it
+    played ``max_turns`` (below the game's own max_steps)."""
+    # ALGO LOGIC
+    if not ep.done and len(ep.token_ids) + cfg.max_new_tokens > cfg.max_context_tokens:
+        ep.done = ep.context_exhausted = True  # the context budget: it could overflow
+    if len(ep.turns) >= cfg.max_turns:  # max_turns below max_steps ends episodes here
+        ep.done = True
+
+
+def append_tokens(ep: Episode, token_ids: list[int], policy: bool,
+                  logprobs: Optional[list[float]] = None) -> None:
+    """Append tokens to the episode's one sequence: the policy's (mask 1, with their
+    sampling-time log-probs when recorded) or the environment's (mask 0); reward 0 on each."""
+    # ALGO LOGIC
+    n = len(token_ids)
+    ep.token_ids += token_ids
+    ep.policy_mask += [1 if policy else 0] * n
+    ep.gen_logprobs += logprobs if logprobs is not None else [0.0] * n
+    ep.rewards += [0.0] * n
+
+
+def play_turn(ep: Episode, env: Any, answer: Answer, task: Task, tokenizer, cfg: RolloutConfig,
+              im_end: int) -> None:
+    """One turn of one episode: the answer's tokens appended (mask 1), its action submitted,
+    the reward put on the answer's last token, then (unless the game ended) the feedback and
+    the next assistant header (mask 0). A session lost for good drops the episode."""
+    # ALGO LOGIC
+    n = len(answer.token_ids)
+    if n == 0:
+        raise ValueError("a policy returned an empty answer (no token to reward)")
+    append_tokens(ep, answer.token_ids, policy=True, logprobs=answer.logprobs)
+    text = tokenizer.decode(answer.token_ids, skip_special_tokens=True)
+    action = task.extract(text)
+    try:
+        obs, reward, done, info = env.submit(action)
+    except EpisodeLost as e:
+        drop_lost(ep, e)
+        return
+    ep.rewards[-1] += float(reward)  # the turn's reward on its last policy token
+    stats = task.turn_stats(info)
+    ep.turns.append(Turn(answer=text, action=action, reward=float(reward),
+                         success=bool(stats["success"]), n_tokens=n,
+                         last_token=len(ep.token_ids) - 1, stats=stats))
+    ep.last_obs, ep.final_info = obs, info
+    ep.success = bool(stats["success"])
+    if done:
+        ep.done = True
+        return
+    env_ids = env_turn_ids(tokenizer, task.feedback(obs, info, action, cfg.feedback),
+                           answer_closed=answer.token_ids[-1] == im_end,
+                           system_prompt=cfg.system_prompt)
+    append_tokens(ep, env_ids, policy=False)
 
 
 def drop_lost(ep: Episode, error: Exception) -> None:
@@ -496,5 +564,6 @@ def summarize(episodes: Sequence[Episode], cfg) -> dict[str, Any]:
 
 
 __all__ = ["Answer", "Episode", "LMPolicy", "RolloutConfig", "ScriptedPolicy", "TokenBatch",
-           "Turn", "TurnPolicy", "drop_lost", "encode", "env_turn_ids", "episodes_to_batch",
-           "first_messages", "rollout", "stop_token_ids", "summarize"]
+           "Turn", "TurnPolicy", "append_tokens", "drop_lost", "encode", "end_if_out_of_room",
+           "env_turn_ids", "episodes_to_batch", "first_messages", "new_episode", "play_turn",
+           "rollout", "stop_token_ids", "summarize"]

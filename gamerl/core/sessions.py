@@ -22,7 +22,7 @@ import json
 import logging
 from typing import Any
 
-from tasks.common.client import SessionNotFoundError
+from ..games.base import SessionNotFoundError  # every game client's 404, through the games layer
 
 log = logging.getLogger("gamerl")
 

@@ -28,6 +28,7 @@ from .epoch import (PPOBatch, collect, compute_advantages, epoch_seeds, make_opt
 from .evaluate import eval_instances, evaluate, format_table, local_env_factory, reference_rows
 from ..games.registry import get_task
 from .curriculum import Curriculum
+from .ppo import get_policy_loss
 from ..models.lora import LoraSettings, apply_lora, load_4bit, load_lora_policy
 from ..models import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, load_policy,
                               load_reference)
@@ -81,6 +82,7 @@ class Trainer:
 
         self.cfg = cfg
         self.task = get_task(cfg.task)
+        get_policy_loss(cfg.policy_loss)  # an unknown loss is refused before the run dir exists
         self.run_dir = Path(run_dir or cfg.out_dir or default_run_dir(cfg))
         # One writer per run directory, taken before anything in it is read or written.
         self._lock = RunLock(self.run_dir)
@@ -103,35 +105,66 @@ class Trainer:
                   "baseline continue from what was saved", flush=True)
         self.make_env = make_env or local_env_factory(cfg)
         self.state = TrainerState()
-        # The warm start is a checkpoint of this run too: check it before writing anything.
-        init, self.warmstart_stats = cfg.model, None
         ws_dir = self.run_dir / "warmstart"
-        if cfg.warmstart:
-            self.warmstart_stats = cached_warm_start(cfg, ws_dir)
-            if self.warmstart_stats is None and last is not None:
-                raise CheckpointError(
-                    f"--resume refused, nothing was changed: {ws_dir} is missing or was made "
-                    "with other warm-start settings, and last/ was trained from it (it is the "
-                    "KL reference, and the base of LoRA adapters)")
+        self._check_warm_start(ws_dir, last)
         if last is None:  # first: a warm start killed now resumes with these settings
             cfg.save(self.run_dir / "config.json")
         seed_everything(cfg.seed)
         device = torch.device(cfg.device) if cfg.device else None
         dtype = resolve_dtype(cfg)
+        self.base_model = self._initial_model(ws_dir, device, dtype)  # what LoRA adapters sit on
+        self._load_policy_and_reference(self.base_model, last, device, dtype)
+        self.optimizer = make_optimizer(self.policy, cfg)
+        log.info(self._disk_note())
+        # What to play: the curriculum's stage (OpenSpiel) and replayed failures.
+        self.curriculum = (Curriculum.from_dict(cfg.curriculum, cfg.curriculum_window,
+                                                choices=self.task.curriculum)
+                           if cfg.curriculum else None)
+        self.replay = FailureReplay(cfg.replay_capacity) if cfg.replay_fraction > 0 else None
+        if last is not None:
+            self._restore(last, saved)
+            cfg.save(self.run_dir / "config.json")
+        self._read_earlier_evaluations()
+        self.tracker = Tracker(self.run_dir, cfg.to_dict(), mode=cfg.wandb_mode,
+                               project=cfg.wandb_project, run_id=self.state.wandb_id,
+                               name=self.run_dir.name)
+        self.state.wandb_id = self.tracker.run_id
 
-        # The initial policy: the warm-started model (cached in the run dir) or the model itself.
-        if cfg.warmstart:
-            if self.warmstart_stats is None:  # continues from warmstart_progress/ if killed
-                # the same memory settings as PPO: a batch of whole games through a 0.6B model
-                # without gradient checkpointing outgrew 24 GB (the qwen3-0.6b preset, fp32)
-                lm, tok = load_policy(cfg.model, device=device, dtype=dtype,
-                                      gradient_checkpointing=cfg.gradient_checkpointing,
-                                      attn_implementation=cfg.attn_implementation)
-                self._evaluate_zero_shot(lm, tok)
-                self.warmstart_stats = warm_start(lm, tok, cfg, ws_dir, progress=cfg.progress)
-                del lm
-            init = str(ws_dir)
-        self.base_model = init  # what LoRA adapters sit on (and merge into)
+    def _check_warm_start(self, ws_dir: Path, last: Optional[Path]) -> None:
+        """``warmstart_stats``: the cached warm start's (None: none yet, or none wanted). The
+        warm start is a checkpoint of this run too: a resume whose last/ was trained from a warm
+        start that is gone or was made with other settings is refused, before any write."""
+        self.warmstart_stats = None
+        if not self.cfg.warmstart:
+            return
+        self.warmstart_stats = cached_warm_start(self.cfg, ws_dir)
+        if self.warmstart_stats is None and last is not None:
+            raise CheckpointError(
+                f"--resume refused, nothing was changed: {ws_dir} is missing or was made "
+                "with other warm-start settings, and last/ was trained from it (it is the "
+                "KL reference, and the base of LoRA adapters)")
+
+    def _initial_model(self, ws_dir: Path, device, dtype) -> str:
+        """Where the initial policy loads from: the warm-started model (cached in ``ws_dir``,
+        made now after the zero-shot evaluation when missing) or ``cfg.model`` itself."""
+        cfg = self.cfg
+        if not cfg.warmstart:
+            return cfg.model
+        if self.warmstart_stats is None:  # continues from warmstart_progress/ if killed
+            # the same memory settings as PPO: a batch of whole games through a 0.6B model
+            # without gradient checkpointing outgrew 24 GB (the qwen3-0.6b preset, fp32)
+            lm, tok = load_policy(cfg.model, device=device, dtype=dtype,
+                                  gradient_checkpointing=cfg.gradient_checkpointing,
+                                  attn_implementation=cfg.attn_implementation)
+            self._evaluate_zero_shot(lm, tok)
+            self.warmstart_stats = warm_start(lm, tok, cfg, ws_dir, progress=cfg.progress)
+            del lm
+        return str(ws_dir)
+
+    def _load_policy_and_reference(self, init: str, last: Optional[Path], device, dtype) -> None:
+        """``policy`` (with its value head), ``tokenizer`` and the frozen ``reference``, from
+        ``init`` or, on resume, from ``last``; only the top ``trainable_layers`` train."""
+        cfg = self.cfg
         if cfg.lora:
             self.policy, self.tokenizer = self._lora_policy(init, last, device, dtype)
             # The reference is the same model with the adapters off (reference_logprobs).
@@ -155,26 +188,15 @@ class Trainer:
         if cfg.trainable_layers:  # the top layers train; the frozen bottom runs once an epoch
             freeze_below_top_layers(self.policy.lm, cfg.trainable_layers)
             self.policy.split = SplitTrunk.of(self.policy.lm, cfg.trainable_layers)
-        self.optimizer = make_optimizer(self.policy, cfg)
-        log.info(self._disk_note())
-        # What to play: the curriculum's stage (OpenSpiel) and replayed failures.
-        self.curriculum = (Curriculum.from_dict(cfg.curriculum, cfg.curriculum_window,
-                                                choices=self.task.curriculum)
-                           if cfg.curriculum else None)
-        self.replay = FailureReplay(cfg.replay_capacity) if cfg.replay_fraction > 0 else None
 
-        if last is not None:
-            self._restore(last, saved)
-            cfg.save(self.run_dir / "config.json")
+    def _read_earlier_evaluations(self) -> None:
+        """``baseline`` and ``zero_shot``: this run's evaluations already on disk (None: not
+        made yet)."""
         baseline_file = self.run_dir / "baseline.json"
         self.baseline = json.loads(baseline_file.read_text()) if baseline_file.exists() else None
         zero_shot_file = self.run_dir / ZERO_SHOT_FILE
         self.zero_shot = (json.loads(zero_shot_file.read_text()) if zero_shot_file.exists()
                           else None)
-        self.tracker = Tracker(self.run_dir, cfg.to_dict(), mode=cfg.wandb_mode,
-                               project=cfg.wandb_project, run_id=self.state.wandb_id,
-                               name=self.run_dir.name)
-        self.state.wandb_id = self.tracker.run_id
 
     def _disk_note(self) -> str:
         """What the run will keep on disk, said before PPO starts (a SmolLM2 run keeps ~1.8 GB:

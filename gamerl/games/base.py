@@ -25,7 +25,8 @@ game (one module each: ``password_game``, ``wordle``, ``openspiel``; the registr
   the validation log, what an outcome is, which episodes are the same game; without one the
   table shows instance | actions | result); ``curriculum`` (a ``CurriculumChoices``: what the
   stages of ``gamerl.core.curriculum`` may name, and the default stages; without one the game
-  has no curriculum).
+  has no curriculum); and the pieces past the trainer (``server_port``, ``config_files``,
+  ``wizard``, ``verl``: the run's JSON files, ``configure``, the verl bridge; ``pieces``).
 
 Nothing here imports the trainer (``gamerl.core``): the games depend on this module only, and
 the trainer reaches them through ``gamerl.games.get_task``. An ``Episode`` below is
@@ -50,12 +51,21 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+# The errors of a game server's sessions that the trainer must recognise, whatever the game
+# (every game's HTTP client raises them): a session lost mid-episode (404: the lost-session
+# replay of gamerl.core.sessions) and no room for another session (429: the rollout plays in
+# waves). gamerl.core imports them from here, never from tasks/ itself.
+from tasks.common.client import SessionNotFoundError, TooManySessionsError
+
+from .pieces import ConfigFiles, VerlSpec, WizardQuestions
+
 Instance = Any  # an int seed, or a JSON-able dict with a "seed" key
 MakeEnv = Callable[..., Any]
 Episode = Any  # gamerl.core.rollout.Episode (not imported: the games never import the trainer)
 
 __all__ = ["GENERIC_METRIC_DESCRIPTIONS", "MAX_TURNS_SHOWN", "CurriculumChoices", "Instance",
-           "MakeEnv", "SampleTable", "Task", "after_marker", "code_span", "elide",
+           "MakeEnv", "SampleTable", "SessionNotFoundError", "Task", "TooManySessionsError",
+           "after_marker", "code_span", "elide",
            "episode_instance", "extract_answer", "instance_key", "instance_seed", "seed_eval",
            "seed_instances", "seed_start", "wilson_interval"]
 
@@ -144,6 +154,12 @@ class Task:
     # the warm start's ``warmstart_demos="expert"`` (a small pretrained model must see the
     # answers that pay before RL can re-weight them); None: the game has none
     expert_demo: Optional[Callable[[Any, Any], Callable[[Episode], str]]] = None
+    # The pieces past the trainer (gamerl/games/pieces.py says what each is for); None: the game
+    # has none, and only what needs it refuses the game, in one line.
+    server_port: Optional[int] = None  # its HTTP server's default port (messages' examples)
+    config_files: Optional[ConfigFiles] = None  # its env_config.json keys; the files' comments
+    wizard: Optional[WizardQuestions] = None  # its defaults and questions in `configure`
+    verl: Optional[Callable[[], VerlSpec]] = None  # its verl bridge spec (built on first use)
 
 
 # ----------------------------------------------------------------------------- answers

@@ -7,8 +7,11 @@ curriculum stages say); the numbers kept per turn and an episode's ``outcome``, 
 rates per game with Wilson intervals, the failure replay's priority; random legal moves as
 warm-start demonstrations and as the reference agent; the episode record's outcome and the
 sample table's columns (game | seat | moves | outcome); what curriculum stages may name and the
-default easy -> medium -> hard stages (``OPENSPIEL_CURRICULUM``). The evaluation table against
-random and MCTS agents is ``gamerl.games.openspiel_eval``.
+default easy -> medium -> hard stages (``OPENSPIEL_CURRICULUM``); the pieces past the trainer
+(``gamerl.games.pieces``): its server's port, its env_config.json keys and their checks
+(``CONFIG_FILES``) and its ``configure`` defaults and questions (``WIZARD``); it has no verl
+bridge spec. The evaluation table against random and MCTS agents is
+``gamerl.games.openspiel_eval``.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ from tasks.openspiel.games import OPPONENTS  # the game table's module: no pyspi
 
 from .base import (MAX_TURNS_SHOWN, CurriculumChoices, Instance, MakeEnv, SampleTable, Task,
                    after_marker, code_span, elide, instance_seed, wilson_interval)
+from .pieces import ConfigFiles, WizardQuestions, task_config_reader, task_config_writer
 
-__all__ = ["OPENSPIEL_CURRICULUM", "OPENSPIEL_DEFAULTS", "OPENSPIEL_ENV_KEYS", "OPPONENTS",
-           "default_curriculum_stages", "extract_move", "make_task", "openspiel_feedback",
-           "openspiel_settings", "outcome", "supported_games"]
+__all__ = ["OPENSPIEL_CURRICULUM", "OPENSPIEL_DEFAULTS", "OPENSPIEL_ENV_KEYS",
+           "OPENSPIEL_REWARD_KEYS", "OPPONENTS", "default_curriculum_stages", "extract_move",
+           "make_task", "openspiel_env_settings", "openspiel_feedback", "openspiel_settings",
+           "outcome", "supported_games"]
 
 OPENSPIEL_ENV_KEYS = ("games", "opponent", "model_seat", "mcts_simulations", "mcts_uct_c",
                       "mcts_rollouts", "illegal_move_policy", "max_illegal_retries", "reward")
@@ -174,6 +179,143 @@ OPENSPIEL_CURRICULUM = CurriculumChoices(games=supported_games, opponents=OPPONE
                                          default_stages=default_curriculum_stages)
 
 
+# ------------------------------------------------------------ the run's files, configure
+
+OPENSPIEL_REWARD_KEYS = ("scale", "illegal_move_penalty", "legal_move_bonus")
+
+
+def openspiel_env_settings(games: Sequence[str], opponent: str = "random",
+                           mcts_simulations: Optional[int] = None) -> dict:
+    """A task_config with every environment setting written out (so the file shows them)."""
+    return {**OPENSPIEL_DEFAULTS, "games": list(games), "opponent": opponent,
+            "mcts_simulations": mcts_simulations or OPENSPIEL_DEFAULTS["mcts_simulations"],
+            "reward": {"scale": None, "illegal_move_penalty": 0.0, "legal_move_bonus": 0.0}}
+
+
+def _check_env(s: dict, where: str, checks) -> None:
+    """env_config.json's OpenSpiel keys: each value checked, naming the file and the key; the
+    reward's "_comment" dropped."""
+    import math
+
+    from tasks.openspiel.games import GAMES
+
+    def bad(key: str, expected: str) -> ValueError:
+        return ValueError(f"{where}: {key}: expected {expected}, got {json.dumps(s[key])}")
+
+    def is_int(v: Any, low: int) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+    if "games" in s:
+        games = [s["games"]] if isinstance(s["games"], str) else s["games"]
+        if not isinstance(games, list) or not games or not all(isinstance(g, str) for g in games):
+            raise bad("games", "a non-empty list of game names")
+        unknown = [g for g in games if g not in GAMES]
+        if unknown:
+            raise ValueError(f"{where}: games: unknown game {unknown[0]!r}; supported games: "
+                             + ", ".join(GAMES))
+    if "opponent" in s and s["opponent"] not in OPPONENTS:
+        raise bad("opponent", " or ".join(repr(o) for o in OPPONENTS))
+    if "model_seat" in s and (s["model_seat"] not in (0, 1, "random")
+                              or isinstance(s["model_seat"], bool)):
+        raise bad("model_seat", "0, 1 or \"random\"")
+    for key, low in (("mcts_simulations", 1), ("mcts_rollouts", 1), ("max_illegal_retries", 0)):
+        if key in s and not is_int(s[key], low):
+            raise bad(key, f"an integer >= {low}")
+    if "mcts_uct_c" in s and not (isinstance(s["mcts_uct_c"], (int, float))
+                                  and not isinstance(s["mcts_uct_c"], bool)
+                                  and math.isfinite(s["mcts_uct_c"]) and s["mcts_uct_c"] >= 0):
+        raise bad("mcts_uct_c", "a number >= 0")
+    if "illegal_move_policy" in s and s["illegal_move_policy"] not in ("retry", "random", "loss"):
+        raise bad("illegal_move_policy", "\"retry\", \"random\" or \"loss\"")
+    if "reward" in s:
+        reward = s["reward"]
+        if not isinstance(reward, dict):
+            raise bad("reward", "an object {" + ", ".join(OPENSPIEL_REWARD_KEYS) + "}")
+        checks.check_keys(reward, OPENSPIEL_REWARD_KEYS, f"{where}: reward")
+        for key in OPENSPIEL_REWARD_KEYS:
+            v = reward.get(key, 0.0)
+            if v is None and key == "scale":
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{where}: reward.{key}: expected a number"
+                                 + (" or null (the game's own scale)" if key == "scale" else "")
+                                 + f", got {json.dumps(v)}")
+        s["reward"] = checks.without_comment(reward)
+
+
+CONFIG_FILES = ConfigFiles(
+    env_keys=OPENSPIEL_ENV_KEYS, read=task_config_reader(_check_env),
+    write=task_config_writer(OPENSPIEL_ENV_KEYS),
+    env_comment=(
+        "OpenSpiel environment (tasks/openspiel/README.md). execution: local_openspiel "
+        "(in-process) or http (then base_url, a server from `python -m "
+        "tasks.openspiel.server`).",
+        "opponent random | mcts; model_seat 0 | 1 | random; illegal_move_policy retry | "
+        "random | loss. With the curriculum on, training plays the stage's games and "
+        "opponent, and these games and opponent are the held-out evaluation's."),
+    env_holds="the games",
+    train_comments={
+        "generation": "Per turn: an OpenSpiel move is a few tokens (max_new_tokens 8).",
+        "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
+                    "per game; max_steps caps the turns of an episode (illegal-move retries "
+                    "included).",
+        "curriculum": "easy -> medium -> hard (gamerl/core/curriculum.py) when stages is null; "
+                      "or a list of {\"name\", \"games\", \"opponent\", \"threshold\"}. A stage "
+                      "ends when the success rate over the last `window` episodes reaches its "
+                      "threshold."},
+    check=openspiel_settings,
+)
+
+
+def _wizard_defaults(cfg, model: str):
+    """The committed config/*.json for ``tiny``: LoRA (rank 8 for tiny, 16 otherwise; alpha 2 x
+    rank), the default curriculum, failure replay 0.3 of 1000, 8 new tokens per move and the
+    easy stage's games against the random bot."""
+    rank = 8 if model == "tiny" else 16
+    return cfg.replace(lora=True, lora_rank=rank, lora_alpha=2 * rank, curriculum="default",
+                       replay_fraction=0.3, replay_capacity=1000, max_new_tokens=8,
+                       task_config=openspiel_env_settings(default_curriculum_stages()[0]["games"]))
+
+
+def _parse_games(answer: str) -> list[str]:
+    from tasks.openspiel.games import GAMES
+
+    games = []
+    for name in (g.strip().lower() for g in answer.replace(" ", ",").split(",")):
+        if name and name not in games:
+            games.append(name)
+    if not games:
+        raise ValueError("name at least one game")
+    unknown = [g for g in games if g not in GAMES]
+    if unknown:
+        raise ValueError(f"unknown game{'s' if len(unknown) > 1 else ''} "
+                         f"{', '.join(unknown)}; choose from: {', '.join(GAMES)}")
+    return games
+
+
+def _wizard_questions(cfg, wizard):
+    from tasks.openspiel.games import GAMES
+
+    wizard.say(f"  games: {', '.join(GAMES)}")
+    games = wizard.question("Games to play (comma-separated)", list(cfg.task_config["games"]),
+                            _parse_games)
+    opponent = wizard.question("Opponent: random or mcts", "random",
+                               wizard.choice(("random", "mcts")))
+    sims = None
+    if opponent == "mcts":
+        sims = wizard.question("MCTS simulations per move",
+                               OPENSPIEL_DEFAULTS["mcts_simulations"], wizard.int_at_least(1))
+    cfg = wizard.checked(cfg, task_config=openspiel_env_settings(games, opponent, sims))
+    curriculum = wizard.question("Curriculum: easy -> medium -> hard stages, advancing on the "
+                                 "win rate? (training then plays the stages' games; the games "
+                                 "above are the held-out evaluation's)", True, wizard.yes_no)
+    return wizard.checked(cfg, curriculum="default" if curriculum else None)
+
+
+WIZARD = WizardQuestions(label="board and card games", defaults=_wizard_defaults,
+                         ask=_wizard_questions)
+
+
 # ----------------------------------------------------------------------------- the task
 
 def make_task() -> Task:
@@ -271,4 +413,5 @@ def make_task() -> Task:
                              "loss_rate": "games lost (fraction)",
                              "illegal_rate": "illegal answers (fraction of turns)"},
         record_fields=_record_fields, sample_table=SAMPLE_TABLE, curriculum=OPENSPIEL_CURRICULUM,
+        server_port=8002, config_files=CONFIG_FILES, wizard=WIZARD,
     )

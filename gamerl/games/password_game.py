@@ -23,14 +23,19 @@
 * the warm start's demonstrations: ``demo_password`` (format) and ``expert_answer`` (the
   expert of ``tasks.password_game.demos``: short passwords, then repairs), and the reference
   agents (the solver, random strings);
-* ``password_game_config`` (a TrainConfig's game fields as the game's ``GameConfig``) and
-  ``password_rule_labels`` (the figures' rule names).
+* ``PasswordGameSettings`` (the game's section of a TrainConfig), ``password_game_config`` (a
+  TrainConfig's game settings as the game's ``GameConfig``) and
+  ``password_rule_labels`` (the figures' rule names);
+* the pieces past the trainer (``gamerl.games.pieces``): its server's port, its env_config.json
+  keys ``num_rules`` and ``reward`` (``CONFIG_FILES``), its ``configure`` questions (``WIZARD``)
+  and its verl bridge spec (``verl_spec``).
 """
 
 from __future__ import annotations
 
 import random
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
 
 from tasks.password_game.demos import SPECIALS, WORDS as EXPERT_WORDS
 from tasks.password_game.richtext import parse
@@ -38,11 +43,12 @@ from tasks.password_game.rules import MONTHS, SPONSORS, broken_rule_detail
 
 from .base import (MakeEnv, SampleTable, Task, code_span, elide, extract_answer, seed_eval,
                    seed_instances, seed_start)
+from .pieces import ConfigFiles, VerlSpec, WizardQuestions
 
 __all__ = ["MONTHS", "SPECIALS", "SPONSORS", "SUM25_RUNS", "SYSTEM_PROMPT", "WORDS",
            "demo_password", "expert_answer", "extract_password", "feedback_message", "make_task",
            "num_revealed", "password_game_config", "password_rule_labels", "password_solver_answer",
-           "rule_verdicts", "rules_satisfied"]
+           "rule_verdicts", "rules_satisfied", "verl_spec"]
 
 SYSTEM_PROMPT = ("You are playing the Password Game. Reply with your next password only, on one "
                  "line.")
@@ -209,6 +215,21 @@ def _random_answer(cfg) -> Callable:
 
 # ----------------------------------------------------------------------------- configuration
 
+@dataclass
+class PasswordGameSettings:
+    """The Password Game's settings in a run (TrainConfig's ``password_game`` section; turns per
+    game are the ``game`` section's max_steps). ``password_game_config`` makes the game's own
+    ``GameConfig`` of them."""
+    num_rules: int = 26  # play only the first N rules (1..26)
+    reward_per_rule: float = 1.0  # the seed's reward: rules * 1.0 - len * 0.01 (+10 at >= 5 rules)
+    length_penalty: float = 0.01
+    episode_bonus: float = 10.0
+    bonus_min_rules: int = 5
+    # "absolute" (seed): every turn pays the score, which rewards stalling over long episodes;
+    # "delta": every turn pays the change in score, so an episode's return is its final score.
+    reward_mode: Literal["absolute", "delta"] = "absolute"
+
+
 def password_game_config(cfg):
     """The Password Game's GameConfig from a TrainConfig (its game fields)."""
     from tasks.password_game import GameConfig, RewardConfig
@@ -225,6 +246,88 @@ def password_rule_labels(n: int) -> list[str]:
     from tasks.password_game.rules import NUM_RULES, rule_label
 
     return [rule_label(i) if i < NUM_RULES else f"{i + 1}" for i in range(n)]
+
+
+# ------------------------------------------------------- the run's files, configure, verl
+
+# env_config.json's reward keys -> the TrainConfig fields of the game's reward
+REWARD_FIELDS = {"reward_per_rule": "reward_per_rule", "length_penalty": "length_penalty",
+                 "episode_bonus": "episode_bonus", "bonus_min_rules": "bonus_min_rules",
+                 "mode": "reward_mode"}
+
+
+def _read_env(settings: dict, where: str, checks) -> dict[str, Any]:
+    """env_config.json's ``num_rules`` and ``reward`` -> the TrainConfig fields they set."""
+    values: dict[str, Any] = {}
+    if "num_rules" in settings:
+        values["num_rules"] = checks.field_value(settings["num_rules"], "num_rules",
+                                                 f"{where}: num_rules")
+    if "reward" in settings:
+        reward = checks.reward_object(settings, list(REWARD_FIELDS), where)
+        for key, name in REWARD_FIELDS.items():
+            if key in reward:
+                values[name] = checks.field_value(reward[key], name, f"{where}: reward.{key}")
+    return values
+
+
+def _write_env(cfg) -> dict[str, Any]:
+    return {"num_rules": cfg.num_rules,
+            "reward": {key: getattr(cfg, name) for key, name in REWARD_FIELDS.items()}}
+
+
+CONFIG_FILES = ConfigFiles(
+    env_keys=("num_rules", "reward"), read=_read_env, write=_write_env,
+    env_comment=(
+        "Password Game environment (PASSWORD_GAME_README.md). execution: local_password_game "
+        "(in-process) or http (then base_url, a server from `python -m "
+        "tasks.password_game.server`).",
+        "num_rules: play the first N of the 26 rules. reward: score = rules held x "
+        "reward_per_rule - length x length_penalty (+ episode_bonus from bonus_min_rules "
+        "rules on); mode delta pays each turn's change in score (a game returns its final "
+        "score), absolute pays the score every turn. Turns per game: training.max_steps."),
+    env_holds="the Password Game's rules and reward",
+    train_comments={
+        "generation": "Per turn: one password (the tiny preset's are 5-12 tokens; "
+                      "max_new_tokens 24 leaves room for mistakes).",
+        "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
+                    "(seeds from eval_seed_start, disjoint from the training seeds); max_steps: "
+                    "turns (passwords) per game.",
+        "curriculum": "OpenSpiel only: keep enabled false for the Password Game."},
+)
+
+
+def _wizard_questions(cfg, wizard):
+    n = wizard.question("Rules to play: the first N of the 26 (the tiny model learns 6 in "
+                        "minutes)", cfg.num_rules, wizard.int_at_least(1),
+                        validate=lambda n: wizard.checked(cfg, num_rules=n))
+    turns = wizard.question("Turns (passwords) per game", cfg.max_steps, wizard.int_at_least(1))
+    mode = wizard.question("Reward mode: delta (a game returns its final score) or absolute "
+                           "(the seed's: every turn pays the score, which rewards stalling)",
+                           cfg.reward_mode, wizard.choice(("delta", "absolute")))
+    return wizard.checked(cfg, num_rules=n, max_steps=turns, reward_mode=mode)
+
+
+WIZARD = WizardQuestions(label="the Password Game", ask=_wizard_questions)
+
+
+def verl_spec() -> VerlSpec:
+    """The verl bridge's Password Game: ``reward.mode`` "delta" by default (the bridge pays an
+    episode the sum of its turn rewards, and "absolute" summed over turns pays for stalling);
+    the secret is a reference solution of all 26 rules (the solver proves every instance
+    solvable)."""
+    from dataclasses import asdict
+
+    from tasks.password_game import GameConfig, LocalPasswordGameEnv, make_instance, solve
+
+    def default_config() -> dict:
+        config = asdict(GameConfig())
+        config["reward"]["mode"] = "delta"
+        return config
+
+    return VerlSpec(title="Password Game", config_cls=GameConfig, default_config=default_config,
+                    make_env=LocalPasswordGameEnv,
+                    secret=lambda seed, config: solve(make_instance(seed), hatched=True),
+                    max_turns=lambda config: config.max_steps)
 
 
 # ----------------------------------------------------------------------------- the task
@@ -283,4 +386,5 @@ def make_task() -> Task:
                              "success_rate": "games won: the last password holds every rule"},
         metric_entry_labels={"per_rule_pass_rate": password_rule_labels},
         record_fields=_record_fields, sample_table=SAMPLE_TABLE,
+        server_port=8000, config_files=CONFIG_FILES, wizard=WIZARD, verl=verl_spec,
     )

@@ -5,7 +5,10 @@ The system prompt; the guess in an answer (``extract_guess``); the board after a
 never draws them); the numbers kept per turn (valid, repeated, greens), the evaluation columns
 and the failure replay's priority; random answer words (format) and an expert (openers, then
 consistent answers) as warm-start demonstrations; the entropy solver and random words as
-reference agents; the sample table's columns (answer | guesses with their marks | result).
+reference agents; the sample table's columns (answer | guesses with their marks | result); the
+pieces past the trainer (``gamerl.games.pieces``): its server's port, its env_config.json keys
+(``WORDLE_ENV_KEYS``, its task_config: ``CONFIG_FILES``), its ``configure`` questions
+(``WIZARD``) and its verl bridge spec (``verl_spec``).
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from .base import (Instance, MakeEnv, SampleTable, Task, after_marker, code_span, elide,
                    instance_key)
+from .pieces import (ConfigFiles, VerlSpec, WizardQuestions, task_config_reader,
+                     task_config_writer)
 
-__all__ = ["WORDLE_HELDOUT", "extract_guess", "make_task", "wordle_config", "wordle_feedback",
-           "wordle_heldout_answers"]
+__all__ = ["WORDLE_ENV_KEYS", "WORDLE_HELDOUT", "extract_guess", "make_task", "verl_spec",
+           "wordle_config", "wordle_env_settings", "wordle_feedback", "wordle_heldout_answers"]
 
 _EMPHASIS = "*_"
 _TRAILING = ".!?"
@@ -157,6 +162,88 @@ SAMPLE_TABLE = SampleTable(header=("answer", "guesses", "result"), row=_sample_r
                            key=lambda ep: _sample_answer(ep) or instance_key(ep))
 
 
+# ------------------------------------------------------- the run's files, configure, verl
+
+WORDLE_ENV_KEYS = ("max_guesses", "hard_mode", "reward")  # env_config.json's: its task_config
+
+
+def wordle_env_settings(max_guesses: int = 6, hard_mode: bool = False) -> dict:
+    """Wordle's task_config with every setting written out (so the file shows them)."""
+    from dataclasses import asdict
+
+    from tasks.wordle.game import RewardConfig
+
+    return {"max_guesses": max_guesses, "hard_mode": hard_mode, "reward": asdict(RewardConfig())}
+
+
+def _check_env(settings: dict, where: str, checks) -> None:
+    """env_config.json's Wordle keys, checked by ``WordleConfig`` itself (max_guesses 1..100,
+    finite rewards >= 0)."""
+    from dataclasses import fields
+
+    from tasks.wordle.game import RewardConfig, WordleConfig
+
+    if "reward" in settings:
+        settings["reward"] = checks.reward_object(settings,
+                                                  [f.name for f in fields(RewardConfig)], where)
+    try:
+        WordleConfig(**settings)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: {e}") from None
+
+
+CONFIG_FILES = ConfigFiles(
+    env_keys=WORDLE_ENV_KEYS, read=task_config_reader(_check_env),
+    write=task_config_writer(WORDLE_ENV_KEYS),
+    env_comment=(
+        "Wordle environment (tasks/wordle/README.md). execution: local_wordle (in-process) or "
+        "http (then base_url, a server from `python -m tasks.wordle.server`).",
+        "max_guesses per game; hard_mode: every revealed hint must be used; reward: the "
+        "per-turn rewards (win_reward, turn_decay, green_reward, present_reward, "
+        "invalid_penalty, repeat_penalty, loss_penalty)."),
+    env_holds="Wordle's settings",
+    train_comments={
+        "generation": "Per turn: one guess, a 5-letter word of a few tokens (max_new_tokens 8).",
+        "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
+                    "(answers training never draws). Turns per game: env_config.json's "
+                    "max_guesses (max_steps is not used by Wordle).",
+        "curriculum": "OpenSpiel only: keep enabled false for Wordle."},
+)
+
+
+def _wizard_questions(cfg, wizard):
+    settings = cfg.task_config or wordle_env_settings()
+
+    def valid_guesses(n: int) -> None:
+        if n > 100:
+            raise ValueError(f"expected at most 100 guesses, got {n}")
+
+    guesses = wizard.question("Guesses per game", settings.get("max_guesses", 6),
+                              wizard.int_at_least(1), validate=valid_guesses)
+    hard = wizard.question("Hard mode (every revealed hint must be used in later guesses)?",
+                           bool(settings.get("hard_mode", False)), wizard.yes_no)
+    return wizard.checked(cfg, task_config={
+        **wordle_env_settings(guesses, hard),
+        "reward": settings.get("reward", wordle_env_settings()["reward"])})
+
+
+WIZARD = WizardQuestions(
+    defaults=lambda cfg, model: cfg.replace(task_config=wordle_env_settings()),
+    ask=_wizard_questions)
+
+
+def verl_spec() -> VerlSpec:
+    """The verl bridge's Wordle: WordleConfig's defaults; the secret is the answer word."""
+    from dataclasses import asdict
+
+    from tasks.wordle import LocalWordleEnv, WordleConfig, make_instance
+
+    return VerlSpec(title="Wordle", config_cls=WordleConfig,
+                    default_config=lambda: asdict(WordleConfig()), make_env=LocalWordleEnv,
+                    secret=lambda seed, config: make_instance(seed).answer,
+                    max_turns=lambda config: config.max_guesses)
+
+
 # ----------------------------------------------------------------------------- the task
 
 def make_task() -> Task:
@@ -264,4 +351,5 @@ def make_task() -> Task:
             "invalid_rate": "invalid guesses (fraction of turns)",
             "repeat_rate": "repeated guesses (fraction of turns)"},
         sample_table=SAMPLE_TABLE,
+        server_port=8001, config_files=CONFIG_FILES, wizard=WIZARD, verl=verl_spec,
     )

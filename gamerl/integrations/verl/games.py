@@ -1,4 +1,9 @@
-"""What the verl bridge knows about each game: one ``GameSpec`` per game name.
+"""What the verl bridge knows about each game: one ``GameSpec`` per game name, built from the
+game's ``Task`` (its system prompt, ``extract`` and ``feedback``, style ``"compact"``) and the
+``VerlSpec`` its module declares (``Task.verl``: title, config class and defaults, environment,
+secret, turn limit; ``gamerl.games.pieces``). ``GAMES`` is every registered game that declares
+one (the Password Game and Wordle; a game added with ``register_task`` whose Task has ``verl`` is
+one too), read from the registry each time.
 
 A spec turns a game into the three things a multi-turn rollout needs, on top of the task protocol
 (``reset(seed) -> obs``, ``submit(text) -> (obs, reward, done, info)``):
@@ -22,9 +27,9 @@ A spec turns a game into the three things a multi-turn rollout needs, on top of 
     left, and the reason when a guess was invalid).
 
 Game configs travel as plain dicts (JSON in the dataset rows) and are validated by the game's own
-config class. ``bridge_default_config`` differs from the game's defaults in one place: the Password
-Game uses ``reward.mode="delta"``, because the bridge pays an episode the SUM of its turn rewards
-and the seed's ``"absolute"`` mode summed over turns pays for stalling (see
+config class. The bridge's default config differs from the game's defaults in one place: the
+Password Game uses ``reward.mode="delta"``, because the bridge pays an episode the SUM of its turn
+rewards and the seed's ``"absolute"`` mode summed over turns pays for stalling (see
 ``tasks.password_game.RewardConfig``). Pass ``{"reward": {"mode": "absolute"}}`` to get the seed's.
 """
 
@@ -32,16 +37,17 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping as MappingABC
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from gamerl.core.rollout import first_messages
-from gamerl.games import get_task
-from gamerl.games.password_game import extract_password, feedback_message
-from gamerl.games.wordle import extract_guess, wordle_feedback
+from gamerl.games import TASKS, Task, get_task
+# re-exported, as before the specs moved to the games' modules
+from gamerl.games.wordle import extract_guess, wordle_feedback  # noqa: F401
 
 __all__ = ["AGENT_NAME", "GAMES", "GameSpec", "deep_merge", "extract_guess", "get_game",
-           "wordle_feedback"]
+           "spec_from_task", "wordle_feedback"]
 
 AGENT_NAME = "game_rl"  # the agent loop's name: agent_loop.py, config/agent_loops.yaml, rows
 
@@ -110,55 +116,53 @@ def deep_merge(base: dict, overrides: Mapping[str, Any]) -> dict:
     return out
 
 
-# ----------------------------------------------------------------------------- Password Game
-
-
-def _password_spec() -> GameSpec:
-    from tasks.password_game import GameConfig, LocalPasswordGameEnv, make_instance, solve
-
-    def defaults() -> dict:
-        return deep_merge(asdict(GameConfig()), {"reward": {"mode": "delta"}})
-
-    def secret(seed: int, config) -> str:
-        # A reference solution of all 26 rules (the solver proves every instance solvable).
-        return solve(make_instance(seed), hatched=True)
-
-    return GameSpec(
-        name="password_game", title="Password Game",
-        system_prompt=get_task("password_game").system_prompt,  # our trainer's
-        _defaults=defaults, _config_cls=GameConfig, _make_env=LocalPasswordGameEnv,
-        extract=extract_password,
-        feedback=lambda obs, info, action: feedback_message(obs, info, action, "compact"),
-        _secret=secret, _max_turns=lambda config: config.max_steps)
-
-
-# ----------------------------------------------------------------------------- Wordle
-
-def _wordle_spec() -> GameSpec:
-    from tasks.wordle import LocalWordleEnv, WordleConfig, make_instance
-
-    return GameSpec(
-        name="wordle", title="Wordle",
-        system_prompt=get_task("wordle").system_prompt,
-        _defaults=lambda: asdict(WordleConfig()), _config_cls=WordleConfig,
-        _make_env=LocalWordleEnv, extract=extract_guess, feedback=wordle_feedback,
-        _secret=lambda seed, config: make_instance(seed).answer,
-        _max_turns=lambda config: config.max_guesses)
-
-
 # ----------------------------------------------------------------------------- registry
 
-GAMES: dict[str, Callable[[], GameSpec]] = {
-    "password_game": _password_spec,
-    "wordle": _wordle_spec,
-}
-_BUILT: dict[str, GameSpec] = {}  # one spec per game name (bounded by len(GAMES))
+def spec_from_task(task: Task) -> GameSpec:
+    """The bridge's spec of a game: its ``Task`` and the ``VerlSpec`` of ``task.verl()``."""
+    if task.verl is None:
+        raise ValueError(f"game {task.name!r} has no verl spec (its Task declares no verl: "
+                         f"docs/training.md, \"Adding a game\"); known: {', '.join(GAMES)}")
+    verl = task.verl()
+    return GameSpec(
+        name=task.name, title=verl.title, system_prompt=task.system_prompt,  # our trainer's
+        _defaults=verl.default_config, _config_cls=verl.config_cls, _make_env=verl.make_env,
+        extract=verl.extract or task.extract,
+        feedback=verl.feedback or (lambda obs, info, action: task.feedback(obs, info, action,
+                                                                           "compact")),
+        _secret=verl.secret, _max_turns=verl.max_turns)
+
+
+class _Games(MappingABC):
+    """game name -> a zero-argument factory of its ``GameSpec``: every registered game whose Task
+    declares ``verl``, in the registry's order, read from the registry each time (a game
+    registered later is in it)."""
+
+    def _names(self) -> list[str]:
+        return [name for name in TASKS if get_task(name).verl is not None]
+
+    def __getitem__(self, name: str) -> Callable[[], GameSpec]:
+        if name not in TASKS or get_task(name).verl is None:
+            raise KeyError(name)
+        return lambda: spec_from_task(get_task(name))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+GAMES: Mapping[str, Callable[[], GameSpec]] = _Games()
+_BUILT: dict[str, tuple[Task, GameSpec]] = {}  # name -> (the Task it was built from, its spec)
 
 
 def get_game(name: str) -> GameSpec:
-    """The spec for ``name`` (one of ``GAMES``)."""
-    if name not in GAMES:
+    """The spec for ``name`` (one of ``GAMES``); built once per registered Task."""
+    if name not in TASKS:
         raise ValueError(f"unknown game {name!r}; known: {', '.join(sorted(GAMES))}")
-    if name not in _BUILT:
-        _BUILT[name] = GAMES[name]()
-    return _BUILT[name]
+    task = get_task(name)
+    built = _BUILT.get(name)
+    if built is None or built[0] is not task:  # re-registered: build it again
+        _BUILT[name] = built = (task, spec_from_task(task))
+    return built[1]
