@@ -1,5 +1,6 @@
 """Shared by the test modules: the embedded tiny model built fresh, the ``python -m gamerl``
-runner, the learning tests' train-and-compare step, and a process's resident memory."""
+runner, the learning tests' train-and-compare step, a process's resident memory, and one torch
+thread for a module (``pytestmark = pytest.mark.usefixtures("one_torch_thread")``)."""
 
 import os
 import subprocess
@@ -14,6 +15,17 @@ from gamerl.core.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """The tiny model is many times faster on one thread on a busy 2-core machine; put back."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,8 @@ from gamerl.games.pieces import VerlSpec
 from gamerl.models import load_policy
 from gamerl.tracking.samples import episode_table
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 TURNS = 2
 
 
@@ -107,15 +109,6 @@ def registered():
     _unregister("say_the_number")  # the other test modules see the three games only
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # The tiny model is many times faster on one thread on a busy 2-core machine; put it back.
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 @pytest.fixture(scope="module")

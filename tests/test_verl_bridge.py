@@ -46,6 +46,8 @@ from gamerl.integrations.verl.games import (AGENT_NAME, GAMES, extract_guess, ge
 from gamerl.models import IM_END, build_tiny, load_policy
 from gamerl.core.rollout import encode, stop_token_ids
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / "gamerl" / "integrations" / "verl" / "config"
 # short games: the tiny model never wins, so episodes last the game's whole turn limit
@@ -155,13 +157,6 @@ def generate_fn(server, request_id="episode", sampling=None):
     return generate
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # The tiny model is ~40x faster on one thread on a busy 2-core machine; put it back after.
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 @pytest.fixture(scope="module")

@@ -375,7 +375,20 @@ class AdvantageEstimator:
     whiten: bool
 
 
-ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {}
+class Registry(dict):
+    """Name -> entry (an estimator, a loss), with one clear error for a name not registered."""
+
+    def __init__(self, what: str):
+        super().__init__()
+        self.what = what
+
+    def lookup(self, name: str):
+        if name not in self:
+            raise ValueError(f"unknown {self.what} {name!r}; registered: {', '.join(sorted(self))}")
+        return self[name]
+
+
+ADVANTAGE_ESTIMATORS: Registry = Registry("advantage estimator")  # name -> AdvantageEstimator
 
 
 def register_advantage_estimator(name: str, *, uses_critic: bool, whiten: bool):
@@ -387,10 +400,7 @@ def register_advantage_estimator(name: str, *, uses_critic: bool, whiten: bool):
 
 
 def get_advantage_estimator(name: str) -> AdvantageEstimator:
-    if name not in ADVANTAGE_ESTIMATORS:
-        raise ValueError(f"unknown advantage estimator {name!r}; registered: "
-                         f"{', '.join(sorted(ADVANTAGE_ESTIMATORS))}")
-    return ADVANTAGE_ESTIMATORS[name]
+    return ADVANTAGE_ESTIMATORS.lookup(name)
 
 
 @register_advantage_estimator("gae_turn", uses_critic=True, whiten=True)
@@ -624,7 +634,7 @@ def ratio_diagnostics(log_ratio: torch.Tensor, ratio: torch.Tensor, switched_off
 PolicyLossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, str, Any],
                         PolicyLossOutput]
 
-POLICY_LOSSES: dict[str, PolicyLossFn] = {}
+POLICY_LOSSES: Registry = Registry("policy loss")  # name -> PolicyLossFn
 
 
 def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
@@ -636,10 +646,7 @@ def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
 
 
 def get_policy_loss(name: str) -> PolicyLossFn:
-    if name not in POLICY_LOSSES:
-        raise ValueError(f"unknown policy loss {name!r}; registered: "
-                         f"{', '.join(sorted(POLICY_LOSSES))}")
-    return POLICY_LOSSES[name]
+    return POLICY_LOSSES.lookup(name)
 
 
 @register_policy_loss("ppo_clip")
