@@ -234,12 +234,15 @@ NOT_RESULTS = ("out_dir", "wandb_mode", "wandb_project", "progress", "device")
 
 def check_main_run_config(config: dict) -> None:
     """SystemExit unless ``config`` is the main job's: ``get_config("tiny")``, with any
-    ``--seed``."""
+    ``--seed``. A setting the run's config.json lacks (added to TrainConfig after that run)
+    counts as its default, which is what the code did before the setting existed."""
     from gamerl.config import get_config
+    from gamerl.config.train_config import setting_fields
 
     main = get_config("tiny").to_dict()
+    defaults = {name: f.default for name, f in setting_fields().items()}
     differ = sorted(k for k, v in main.items()
-                    if k not in NOT_RESULTS + ("seed",) and config.get(k) != v)
+                    if k not in NOT_RESULTS + ("seed",) and config.get(k, defaults[k]) != v)
     if differ:
         raise SystemExit("this run is not `python -m gamerl train --preset tiny`: it differs in "
                          + ", ".join(f"{k}={config.get(k)!r}" for k in differ))

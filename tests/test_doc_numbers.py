@@ -101,6 +101,18 @@ def test_main_run_block_refuses_another_run(tmp_path):
         doc_numbers.main_run_block([tmp_path])
 
 
+def test_main_run_of_an_older_version_lacks_later_settings(tmp_path):
+    """A run whose config.json predates a setting (policy_loss came later) ran with what is now
+    its default: it is still the main job."""
+    summary = _summary({"final": {"reward": 1.0, "rules_satisfied": 2.0, "success_rate": 0.0,
+                                  "turns": 3.0, "episodes": 128}}, git_commit="abcdef1")
+    summary["config"].pop("policy_loss")
+    doc_numbers.check_main_run_config(summary["config"])
+    summary["config"]["policy_loss"] = "something_else"
+    with pytest.raises(SystemExit, match="policy_loss='something_else'"):
+        doc_numbers.check_main_run_config(summary["config"])
+
+
 def test_blocks_are_replaced_between_their_markers():
     text = "a\n<!-- x:begin: note -->\nold\n<!-- x:end -->\nb\n"
     new = doc_numbers.replace_block(text, "x", "new 1\nnew 2\n")
