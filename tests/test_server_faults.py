@@ -135,57 +135,70 @@ def test_connections_over_the_cap_get_503_at_once(password_server):
     assert httpx.get(f"http://{HOST}:{password_server}/health").status_code == 200
 
 
+def _burst_on_a_busy_session(base: str) -> tuple[list, list, list, float]:
+    """One othello session against MCTS (1,000 simulations, the server's ceiling); 45 clients
+    submit the same move at once while a 46th polls /health. Returns the status codes, the
+    refusals answered after the move, the /health latencies during it, and the move's time."""
+    with httpx.Client(base_url=base, timeout=60) as http:
+        r = http.post("/sessions", json={"game": "othello", "opponent": "mcts", "seed": 1,
+                                         "mcts_simulations": 1000})
+        sid, move = r.json()["session_id"], r.json()["observation"]["legal_moves"][0]
+    # Every client exists before the clock starts: building 45 httpx clients (an SSL context
+    # each) inside the burst once held the test's own GIL for over a second, and the first
+    # /health timing measured the test process instead of the server.
+    clients = [httpx.Client(base_url=base, timeout=120) for _ in range(46)]
+    health_client, submit_clients = clients[0], clients[1:]
+    go = threading.Event()
+    codes, answered, health = [], [], []
+
+    def submit(http: httpx.Client) -> None:
+        go.wait()
+        status = http.post(f"/sessions/{sid}/submit", json={"move": move}).status_code
+        codes.append(status)
+        answered.append((time.monotonic(), status))
+
+    threads = [threading.Thread(target=submit, args=(http,)) for http in submit_clients]
+    for t in threads:
+        t.start()
+    assert health_client.get("/health").status_code == 200  # its connection is open
+    t0 = time.monotonic()
+    go.set()
+    while any(t.is_alive() for t in threads) and time.monotonic() - t0 < 60:
+        t1 = time.monotonic()
+        assert health_client.get("/health").status_code == 200
+        health.append((time.monotonic(), time.monotonic() - t1))
+        time.sleep(0.05)
+    for t in threads:
+        t.join(60)
+    for http in clients:
+        http.close()
+    move_done = next(at for at, status in answered if status == 200)
+    refusals_late = [at - t0 for at, status in answered if status == 409 and at > move_done]
+    during_move = [seconds for done, seconds in health if done < move_done]
+    return codes, refusals_late, during_move, move_done - t0
+
+
 @pytest.mark.timeout(120)
 def test_health_answers_while_45_submits_hit_one_busy_mcts_session():
     pytest.importorskip("pyspiel")
     port = find_free_port()
     proc = start_server("tasks.openspiel.server", HOST, port, timeout=60)
-    base = f"http://{HOST}:{port}"
     try:
-        with httpx.Client(base_url=base, timeout=60) as http:
-            r = http.post("/sessions", json={"game": "othello", "opponent": "mcts", "seed": 1,
-                                             "mcts_simulations": 1000})
-            sid, move = r.json()["session_id"], r.json()["observation"]["legal_moves"][0]
-        # Every client exists before the clock starts: building 45 httpx clients (an SSL context
-        # each) inside the burst once held the test's own GIL for over a second, and the first
-        # /health timing measured the test process instead of the server.
-        clients = [httpx.Client(base_url=base, timeout=120) for _ in range(46)]
-        health_client, submit_clients = clients[0], clients[1:]
-        go = threading.Event()
-        codes, answered, health = [], [], []
-
-        def submit(http: httpx.Client) -> None:
-            go.wait()
-            status = http.post(f"/sessions/{sid}/submit", json={"move": move}).status_code
-            codes.append(status)
-            answered.append((time.monotonic(), status))
-
-        threads = [threading.Thread(target=submit, args=(http,)) for http in submit_clients]
-        for t in threads:
-            t.start()
-        assert health_client.get("/health").status_code == 200  # its connection is open
-        t0 = time.monotonic()
-        go.set()
-        while any(t.is_alive() for t in threads) and time.monotonic() - t0 < 60:
-            t1 = time.monotonic()
-            assert health_client.get("/health").status_code == 200
-            health.append((time.monotonic(), time.monotonic() - t1))
-            time.sleep(0.05)
-        for t in threads:
-            t.join(60)
-        for http in clients:
-            http.close()
-        assert sorted(set(codes)) == [200, 409] and len(codes) == 45
         # Orderings, not wall-clock limits, so that a loaded CI machine cannot fail them: the one
-        # move (1,000 MCTS simulations, the server's ceiling: seconds of game work on a worker
-        # thread) is answered last; the 44 refusals come back while it is searched, not queued
-        # behind it, and /health (on the event loop) keeps answering during the search, each
-        # answer well within the move.
-        move_done = next(at for at, status in answered if status == 200)
-        move_seconds = move_done - t0
-        refusals_late = [at - t0 for at, status in answered if status == 409 and at > move_done]
+        # move (1,000 MCTS simulations: seconds of game work on a worker thread) is answered
+        # last; the 44 refusals come back while it is searched, not queued behind it, and
+        # /health (on the event loop) keeps answering during the search, each answer well
+        # within the move. The search holds the GIL in bursts: on a 2-core AMD EPYC (CI,
+        # 2026-11-25) one burst in about ten let a few refusal threads run only as the search
+        # ended (answered 0.1-0.2 s after a 4.2 s move), so a burst whose refusals came late is
+        # played once more on a new session: two in a row would mean they queue.
+        for attempt in range(2):
+            codes, refusals_late, during_move, move_seconds = _burst_on_a_busy_session(
+                f"http://{HOST}:{port}")
+            assert sorted(set(codes)) == [200, 409] and len(codes) == 45  # refused, never played
+            if not refusals_late:
+                break
         assert not refusals_late, f"409s came back after the move ({move_seconds:.1f} s): they queued"
-        during_move = [seconds for done, seconds in health if done < move_done]
         assert len(during_move) >= 3, (f"{len(during_move)} /health answers during a "
                                        f"{move_seconds:.1f} s move: /health waited behind game work")
         assert max(during_move) < move_seconds / 2, \
