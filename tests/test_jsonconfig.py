@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gamerl.config import TrainConfig, get_config
+from gamerl.config import get_config
 from gamerl.config.train_config import setting_fields
 from gamerl.config.configure import WizardCancelled, configure_main, default_config, run_wizard
 from gamerl.games.openspiel import default_curriculum_stages

@@ -36,7 +36,7 @@ from .replay import FailureReplay
 from ..runs.code_version import code_version
 from ..runs.rundir import RunLock, open_run
 from ..tracking.samples import episode_table, sample_rows
-from .rollout import Episode, rollout, summarize
+from .rollout import Episode, summarize
 from ..tracking.tracker import (EPISODES_JSONL, METRICS_JSONL, Tracker, read_jsonl, save_figures,
                                 truncate_jsonl)
 from .warmstart import cached_warm_start, warm_start
