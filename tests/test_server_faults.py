@@ -135,13 +135,13 @@ def test_connections_over_the_cap_get_503_at_once(password_server):
     assert httpx.get(f"http://{HOST}:{password_server}/health").status_code == 200
 
 
-def _burst_on_a_busy_session(base: str, simulations: int = 1000) -> tuple[list, list, float]:
-    """One othello session against MCTS (``simulations`` per move); 45 clients submit the same
-    move at once while a 46th polls /health. Returns the submits' status codes in the order they
-    came back, the /health latencies during the move, and the move's time."""
+def _burst_on_a_busy_session(base: str) -> tuple[list, list, float]:
+    """One othello session against MCTS (1,000 simulations, the server's ceiling); 45 clients
+    submit the same move at once while a 46th polls /health. Returns the submits' status codes
+    in the order they came back, the /health latencies during the move, and the move's time."""
     with httpx.Client(base_url=base, timeout=60) as http:
         r = http.post("/sessions", json={"game": "othello", "opponent": "mcts", "seed": 1,
-                                         "mcts_simulations": simulations})
+                                         "mcts_simulations": 1000})
         sid, move = r.json()["session_id"], r.json()["observation"]["legal_moves"][0]
     # Every client exists before the clock starts: building 45 httpx clients (an SSL context
     # each) inside the burst once held the test's own GIL for over a second.
