@@ -94,6 +94,7 @@ def make_task() -> Task:
         headline=("right_rate",),
         metric_descriptions={"right_rate": "numbers said right (fraction of turns)"},
         verl=verl_spec,
+        presets={"tiny": dict(max_new_tokens=4, max_steps=TURNS)},  # a number is a few tokens
     )
 
 
@@ -163,6 +164,11 @@ def test_a_registered_game_is_a_valid_train_config(registered):
     cfg = TrainConfig(task="say_the_number", model="tiny", max_steps=TURNS)
     assert cfg.task == "say_the_number"
     assert get_config("tiny", task="say_the_number").task == "say_the_number"
+    # the game's own presets apply over the preset, and the caller's overrides over them
+    assert get_config("tiny", task="say_the_number").max_new_tokens == 4
+    assert get_config("tiny").max_new_tokens == 24  # the Password Game's tiny preset, its own
+    assert get_config("tiny", task="say_the_number", max_new_tokens=6).max_new_tokens == 6
+    assert get_config("smollm2-135m", task="say_the_number").max_new_tokens == 32  # not named
     with pytest.raises(ValueError, match="'chess960' is not a registered game; choose from "
                                          r".*say_the_number"):
         TrainConfig(task="chess960")
@@ -180,10 +186,11 @@ def test_the_cli_trains_the_new_game(registered, tiny_dir, tmp_path, capsys):
     assert main(["train", "--task", "say_the_number", "--out", str(out), "--epochs", "1",
                  "--episodes-per-epoch", "2", "--eval-episodes", "2", "--wandb-mode",
                  "disabled", "--no-progress", "--set", "warmstart=false",
-                 "--set", "max_new_tokens=4", "--set", "max_steps=2",
                  "--set", "minibatch_size=2", "--set", "ppo_epochs=1"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["config"]["task"] == "say_the_number" and summary["epochs"] == 1
+    # the game's presets reach the CLI's run: its 4 new tokens and 2 turns, nothing passed
+    assert (summary["config"]["max_new_tokens"], summary["config"]["max_steps"]) == (4, TURNS)
     assert "right_rate" in summary["final"]
     assert "say_the_number, held-out games: 2" in capsys.readouterr().out
 

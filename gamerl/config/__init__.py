@@ -1,5 +1,5 @@
 """Configuration: ``TrainConfig`` and its presets (``train_config``, re-exported here), the run's
 JSON files (``jsonconfig``, ``envconfig``, ``jsonchecks``) and the ``configure`` wizard."""
 
-from .train_config import (PRESETS, TASK_PRESETS, TrainConfig, coerce_override,  # noqa: F401
+from .train_config import (PRESETS, TrainConfig, coerce_override,  # noqa: F401
                            default_run_dir, get_config)

@@ -613,59 +613,6 @@ PRESETS: dict[str, dict[str, Any]] = {"tiny": TINY_PRESET, "qwen3-0.6b": QWEN3_0
                                       "smollm2-135m": SMOLLM2_135M_PRESET,
                                       "smollm2-135m-r12": SMOLLM2_135M_R12_PRESET}
 
-# What a preset changes for the other games (applied over the preset, under the overrides).
-# Wordle, tiny: a word is 2-5 tokens (max_new_tokens 8); 6 guesses with compact feedback are
-# ~600-900 tokens; the warm start teaches random valid answer words (format, not skill: RL must
-# find better guesses); returns are O(1) already (reward_scale 1).
-# OpenSpiel, tiny: tic-tac-toe against the random bot, seat drawn per game; moves are a few
-# tokens (max_new_tokens 8, the seed guide's value); the warm start teaches random legal moves;
-# max_steps 12 covers 5 moves plus the retries for illegal ones. max_context_tokens 4096 is the
-# tiny model's whole window: random play over 12 turns with compact feedback measured (16 games
-# each) at most 1.0k tokens for tic_tac_toe, 0.7-1.2k for the card games and 2.8-3.3k for
-# connect_four, hex, othello and breakthrough (the curriculum's later stages), so all fit.
-# illegal_move_penalty 0.5: after the warm start more than half of the tiny model's answers
-# are illegal, and with the win/loss return alone (retries end in a random legal move, so an
-# illegal answer costs nothing) 6 PPO epochs moved nothing (batch win rate 28-47%, no trend);
-# with the penalty each illegal answer is punished on its own tokens, and 10 epochs cut the
-# held-out illegal rate, by 9 points in one run and by 1 to 4 in later ones: a gain the size of
-# its noise (docs/benchmarks.md). warmstart_steps 100 / epochs 10: that run, 11-12 min. On
-# kuhn_poker the same preset (64 games an epoch, lr 5e-5) learns to exploit the bot in 3 min
-# (the test).
-TASK_PRESETS: dict[tuple[str, str], dict[str, Any]] = {
-    ("wordle", "tiny"): dict(max_new_tokens=8, max_context_tokens=2048, reward_scale=1.0,
-                             warmstart_steps=200, epochs=20, lr=1e-4),
-    # Wordle's and OpenSpiel's rewards are O(1) already: the Password Game's 0.02 would shrink them.
-    # No warm start (the preset's expert warm start is the Password Game's recipe; Wordle's
-    # expert, tasks/wordle/solver.py::expert_guess, is not measured with Qwen3-0.6B).
-    ("wordle", "qwen3-0.6b"): dict(max_new_tokens=64, advantage_estimator="grpo", group_size=4,
-                                   reward_scale=1.0, warmstart=False),
-    ("openspiel", "tiny"): dict(max_new_tokens=8, max_steps=12, max_context_tokens=4096,
-                                reward_scale=1.0, warmstart_steps=100, epochs=10,
-                                task_config={"games": ["tic_tac_toe"], "opponent": "random",
-                                             "reward": {"illegal_move_penalty": 0.5}}),
-    # Wordle, SmolLM2: zero-shot every answer is chatter or emoji (32 held-out games, 100%
-    # invalid guesses: docs/benchmarks.md), so every turn earns the same -0.1 and PPO has no
-    # signal. The warm start plays the preset's expert (tasks/wordle/solver.py::expert_guess:
-    # SOARE, CLINT, then answers consistent with every mark; 48 steps of 8 games, top 4 layers);
-    # random answer words (24 steps) taught the format only: PPO then reached 1.11 best greens,
-    # below random words' 1.23. feedback "latest": the last board line, the greens in place,
-    # the letters (the compact board, repeated in every message, made games ~900 tokens and the
-    # run 49 min; ~610 and 29 min without it). repeat_penalty 0.1: a repeated guess wastes a
-    # turn as an invalid one does, and copying its last guess was the model's main waste.
-    # lr 5e-5: at 2e-5 the batch reward flattened after 4 epochs. Measured (seed 0, 256 held-out
-    # words): invalid 10.9% -> 1.6%, best greens 1.14 -> 1.32 (random words 1.25), no win
-    # (random words 1 of 256); docs/benchmarks.md. eval_episodes 256: every
-    # held-out answer once (wins are rare: random answer words win ~0.4%). max_new_tokens 8: a
-    # guess and <|im_end|> are 2-4 tokens; 16 only let zero-shot chatter run on.
-    ("wordle", "smollm2-135m"): dict(max_new_tokens=8, reward_scale=1.0, warmstart=True,
-                                     warmstart_examples=256, warmstart_steps=48,
-                                     warmstart_batch_size=8, warmstart_lr=3e-4, epochs=8,
-                                     lr=5e-5, feedback="latest", eval_episodes=256,
-                                     task_config={"reward": {"repeat_penalty": 0.1}}),
-    ("openspiel", "qwen3-0.6b"): dict(max_new_tokens=8, max_steps=64, lora=True, reward_scale=1.0),
-}
-
-
 def default_run_dir(cfg: TrainConfig) -> Path:
     """checkpoints/<preset>-<YYYYmmdd-HHMMSS>."""
     from datetime import datetime
@@ -677,13 +624,15 @@ def get_config(preset: str = "tiny", task: str = "password_game", **overrides: A
     """The preset's TrainConfig for ``task`` with ``overrides`` applied (unknown names raise)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
-    task_preset = TASK_PRESETS.get((task, preset), {})
-    settings = {**PRESETS[preset], **task_preset, "preset": preset, "task": task}
-    if settings.get("warmstart_demos") == "expert":
-        from ..games.registry import get_task
+    from ..games.registry import TASKS, get_task
 
-        if get_task(task).expert_demo is None:  # a preset's expert warm start is its game's:
-            # a game without an expert warm-starts only where its own task preset says so
+    game = get_task(task) if task in TASKS else None  # unknown: TrainConfig's own message
+    # what the game changes in the preset (Task.presets, each with its reason in its module)
+    task_preset = dict(game.presets.get(preset, {})) if game else {}
+    settings = {**PRESETS[preset], **task_preset, "preset": preset, "task": task}
+    if settings.get("warmstart_demos") == "expert" and game is not None:
+        if game.expert_demo is None:  # a preset's expert warm start is its game's:
+            # a game without an expert warm-starts only where its own presets say so
             settings["warmstart_demos"] = "format"
             settings["warmstart"] = task_preset.get("warmstart", False)
     cfg = TrainConfig(**settings)
@@ -738,4 +687,4 @@ def coerce_override(name: str, value: str) -> Any:
     return value  # str and Literal[...] fields (validate() checks the Literal choices)
 
 
-__all__ = ["PRESETS", "TASK_PRESETS", "TrainConfig", "coerce_override", "get_config"]
+__all__ = ["PRESETS", "TrainConfig", "coerce_override", "get_config"]

@@ -25,8 +25,10 @@ game (one module each: ``password_game``, ``wordle``, ``openspiel``; the registr
   the validation log, what an outcome is, which episodes are the same game; without one the
   table shows instance | actions | result); ``curriculum`` (a ``CurriculumChoices``: what the
   stages of ``gamerl.core.curriculum`` may name, and the default stages; without one the game
-  has no curriculum); and the pieces past the trainer (``server_port``, ``config_files``,
-  ``wizard``, ``verl``: the run's JSON files, ``configure``, the verl bridge; ``pieces``).
+  has no curriculum); ``presets`` (what the game changes in a preset: ``get_config``'s
+  ``(task, preset)`` step, e.g. Wordle's shorter answers); and the pieces past the trainer
+  (``server_port``, ``config_files``, ``wizard``, ``verl``: the run's JSON files,
+  ``configure``, the verl bridge; ``pieces``).
 
 Nothing here imports the trainer (``gamerl.core``): the games depend on this module only, and
 the trainer reaches them through ``gamerl.games.get_task``. An ``Episode`` below is
@@ -150,6 +152,10 @@ class Task:
     sample_table: Optional[SampleTable] = None
     # what curriculum stages may name; None: the game has no curriculum
     curriculum: Optional[CurriculumChoices] = None
+    # preset name -> the settings this game changes over that preset (``get_config`` applies
+    # them over the preset, under the caller's overrides); each with its reason beside it in the
+    # game's module. A preset the game does not name runs as it is.
+    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # (cfg, random.Random) -> answers of an expert that plays the game well, turn by turn, for
     # the warm start's ``warmstart_demos="expert"`` (a small pretrained model must see the
     # answers that pay before RL can re-weight them); None: the game has none

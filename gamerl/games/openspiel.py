@@ -10,8 +10,8 @@ sample table's columns (game | seat | moves | outcome); what curriculum stages m
 default easy -> medium -> hard stages (``OPENSPIEL_CURRICULUM``); the pieces past the trainer
 (``gamerl.games.pieces``): its server's port, its env_config.json keys and their checks
 (``CONFIG_FILES``) and its ``configure`` defaults and questions (``WIZARD``); it has no verl
-bridge spec. The evaluation table against random and MCTS agents is
-``gamerl.games.openspiel_eval``.
+bridge spec. What it changes in a preset: ``OPENSPIEL_PRESETS``. The evaluation table against
+random and MCTS agents is ``gamerl.games.openspiel_eval``.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from .base import (MAX_TURNS_SHOWN, CurriculumChoices, Instance, MakeEnv, Sample
 from .pieces import ConfigFiles, WizardQuestions, task_config_reader, task_config_writer
 
 __all__ = ["OPENSPIEL_CURRICULUM", "OPENSPIEL_DEFAULTS", "OPENSPIEL_ENV_KEYS",
-           "OPENSPIEL_REWARD_KEYS", "OPPONENTS", "default_curriculum_stages", "extract_move",
-           "make_task", "openspiel_env_settings", "openspiel_feedback", "openspiel_settings",
-           "outcome", "supported_games"]
+           "OPENSPIEL_PRESETS", "OPENSPIEL_REWARD_KEYS", "OPPONENTS", "default_curriculum_stages",
+           "extract_move", "make_task", "openspiel_env_settings", "openspiel_feedback",
+           "openspiel_settings", "outcome", "supported_games"]
 
 OPENSPIEL_ENV_KEYS = ("games", "opponent", "model_seat", "mcts_simulations", "mcts_uct_c",
                       "mcts_rollouts", "illegal_move_policy", "max_illegal_retries", "reward")
@@ -318,6 +318,32 @@ WIZARD = WizardQuestions(label="board and card games", defaults=_wizard_defaults
 
 # ----------------------------------------------------------------------------- the task
 
+# What OpenSpiel changes in a preset (gamerl/config/train_config.py's PRESETS; ``get_config``
+# applies these over the preset, under the caller's overrides). Its rewards are O(1) already
+# (reward_scale 1: the Password Game's 0.1 or 0.02 would shrink them).
+OPENSPIEL_PRESETS: dict[str, dict[str, Any]] = {
+    # tiny: tic-tac-toe against the random bot, seat drawn per game; moves are a few tokens
+    # (max_new_tokens 8, the seed guide's value); the warm start teaches random legal moves;
+    # max_steps 12 covers 5 moves plus the retries for illegal ones. max_context_tokens 4096 is
+    # the tiny model's whole window: random play over 12 turns with compact feedback measured
+    # (16 games each) at most 1.0k tokens for tic_tac_toe, 0.7-1.2k for the card games and
+    # 2.8-3.3k for connect_four, hex, othello and breakthrough (the curriculum's later stages),
+    # so all fit. illegal_move_penalty 0.5: after the warm start more than half of the tiny
+    # model's answers are illegal, and with the win/loss return alone (retries end in a random
+    # legal move, so an illegal answer costs nothing) 6 PPO epochs moved nothing (batch win rate
+    # 28-47%, no trend); with the penalty each illegal answer is punished on its own tokens, and
+    # 10 epochs cut the held-out illegal rate, by 9 points in one run and by 1 to 4 in later
+    # ones: a gain the size of its noise (docs/benchmarks.md). warmstart_steps 100 / epochs 10:
+    # that run, 11-12 min. On kuhn_poker the same preset (64 games an epoch, lr 5e-5) learns to
+    # exploit the bot in 3 min (the test).
+    "tiny": dict(max_new_tokens=8, max_steps=12, max_context_tokens=4096, reward_scale=1.0,
+                 warmstart_steps=100, epochs=10,
+                 task_config={"games": ["tic_tac_toe"], "opponent": "random",
+                              "reward": {"illegal_move_penalty": 0.5}}),
+    "qwen3-0.6b": dict(max_new_tokens=8, max_steps=64, lora=True, reward_scale=1.0),
+}
+
+
 def make_task() -> Task:
     def env_kwargs(settings: dict, instance: Mapping) -> dict:
         kw = {k: settings[k] for k in ("model_seat", "mcts_simulations", "mcts_uct_c",
@@ -413,5 +439,5 @@ def make_task() -> Task:
                              "loss_rate": "games lost (fraction)",
                              "illegal_rate": "illegal answers (fraction of turns)"},
         record_fields=_record_fields, sample_table=SAMPLE_TABLE, curriculum=OPENSPIEL_CURRICULUM,
-        server_port=8002, config_files=CONFIG_FILES, wizard=WIZARD,
+        server_port=8002, config_files=CONFIG_FILES, wizard=WIZARD, presets=OPENSPIEL_PRESETS,
     )

@@ -8,7 +8,8 @@ consistent answers) as warm-start demonstrations; the entropy solver and random 
 reference agents; the sample table's columns (answer | guesses with their marks | result); the
 pieces past the trainer (``gamerl.games.pieces``): its server's port, its env_config.json keys
 (``WORDLE_ENV_KEYS``, its task_config: ``CONFIG_FILES``), its ``configure`` questions
-(``WIZARD``) and its verl bridge spec (``verl_spec``).
+(``WIZARD``) and its verl bridge spec (``verl_spec``); what it changes in a preset
+(``WORDLE_PRESETS``).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from .base import (Instance, MakeEnv, SampleTable, Task, after_marker, code_span
 from .pieces import (ConfigFiles, VerlSpec, WizardQuestions, task_config_reader,
                      task_config_writer)
 
-__all__ = ["WORDLE_ENV_KEYS", "WORDLE_HELDOUT", "extract_guess", "make_task", "verl_spec",
-           "wordle_config", "wordle_env_settings", "wordle_feedback", "wordle_heldout_answers"]
+__all__ = ["WORDLE_ENV_KEYS", "WORDLE_HELDOUT", "WORDLE_PRESETS", "extract_guess", "make_task",
+           "verl_spec", "wordle_config", "wordle_env_settings", "wordle_feedback",
+           "wordle_heldout_answers"]
 
 _EMPHASIS = "*_"
 _TRAILING = ".!?"
@@ -244,6 +246,42 @@ def verl_spec() -> VerlSpec:
                     max_turns=lambda config: config.max_guesses)
 
 
+# ----------------------------------------------------------------------------- presets
+
+# What Wordle changes in a preset (gamerl/config/train_config.py's PRESETS; ``get_config``
+# applies these over the preset, under the caller's overrides). Wordle's rewards are O(1)
+# already (reward_scale 1: the Password Game's 0.1 or 0.02 would shrink them).
+WORDLE_PRESETS: dict[str, dict[str, Any]] = {
+    # tiny: a word is 2-5 tokens (max_new_tokens 8); 6 guesses with compact feedback are
+    # ~600-900 tokens; the warm start teaches random valid answer words (format, not skill: RL
+    # must find better guesses).
+    "tiny": dict(max_new_tokens=8, max_context_tokens=2048, reward_scale=1.0,
+                 warmstart_steps=200, epochs=20, lr=1e-4),
+    # No warm start (the preset's expert warm start is the Password Game's recipe; Wordle's
+    # expert, tasks/wordle/solver.py::expert_guess, is not measured with Qwen3-0.6B).
+    "qwen3-0.6b": dict(max_new_tokens=64, advantage_estimator="grpo", group_size=4,
+                       reward_scale=1.0, warmstart=False),
+    # SmolLM2: zero-shot every answer is chatter or emoji (32 held-out games, 100% invalid
+    # guesses: docs/benchmarks.md), so every turn earns the same -0.1 and PPO has no signal.
+    # The warm start plays the expert (tasks/wordle/solver.py::expert_guess: SOARE, CLINT, then
+    # answers consistent with every mark; 48 steps of 8 games, top 4 layers); random answer
+    # words (24 steps) taught the format only: PPO then reached 1.11 best greens, below random
+    # words' 1.23. feedback "latest": the last board line, the greens in place, the letters (the
+    # compact board, repeated in every message, made games ~900 tokens and the run 49 min; ~610
+    # and 29 min without it). repeat_penalty 0.1: a repeated guess wastes a turn as an invalid
+    # one does, and copying its last guess was the model's main waste. lr 5e-5: at 2e-5 the
+    # batch reward flattened after 4 epochs. Measured (seed 0, 256 held-out words): invalid
+    # 10.9% -> 1.6%, best greens 1.14 -> 1.32 (random words 1.25), no win (random words 1 of
+    # 256); docs/benchmarks.md. eval_episodes 256: every held-out answer once (wins are rare:
+    # random answer words win ~0.4%). max_new_tokens 8: a guess and <|im_end|> are 2-4 tokens;
+    # 16 only let zero-shot chatter run on.
+    "smollm2-135m": dict(max_new_tokens=8, reward_scale=1.0, warmstart=True,
+                         warmstart_examples=256, warmstart_steps=48, warmstart_batch_size=8,
+                         warmstart_lr=3e-4, epochs=8, lr=5e-5, feedback="latest",
+                         eval_episodes=256, task_config={"reward": {"repeat_penalty": 0.1}}),
+}
+
+
 # ----------------------------------------------------------------------------- the task
 
 def make_task() -> Task:
@@ -352,4 +390,5 @@ def make_task() -> Task:
             "repeat_rate": "repeated guesses (fraction of turns)"},
         sample_table=SAMPLE_TABLE,
         server_port=8001, config_files=CONFIG_FILES, wizard=WIZARD, verl=verl_spec,
+        presets=WORDLE_PRESETS,
     )
