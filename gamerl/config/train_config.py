@@ -85,8 +85,11 @@ class GameSettings:
     max_steps: int = 30  # submissions (turns) per episode (seed: 30)
     # Later-turn user messages (rollout.py): "full" the game's whole text, "compact" without what
     # the first message said, "latest" only what changed (Wordle: the last board line; the
-    # other games have no shorter view than compact and use it).
-    feedback: Literal["compact", "full", "latest"] = "compact"
+    # other games have no shorter view than compact and use it); "letters" (Wordle's only):
+    # latest, with the words spelled letter by letter, each letter beside its mark, and the
+    # model asked to answer so (C R A N E): a 5-letter word is 1-3 tokens to SmolLM2, whose
+    # letters it does not see.
+    feedback: Literal["compact", "full", "latest", "letters"] = "compact"
     system_prompt: Optional[str] = None  # None: the task's (gamerl/games/base.py); "" for none
 
 
@@ -351,8 +354,12 @@ class TrainConfig:
              "differ before any update (ratios of 0.96-0.99 and tokens clipped at the first "
              "minibatch); RL uses no dropout")
         need(self.advantage_estimator in ("gae", "grpo"), "advantage_estimator: 'gae' or 'grpo'")
-        need(self.feedback in ("compact", "full", "latest"),
-             "feedback: 'compact', 'full' or 'latest'")
+        if self.task in TASKS:  # the game says which views of it exist (Task.feedback_styles)
+            from ..games.registry import get_task
+
+            styles = get_task(self.task).feedback_styles
+            need(self.feedback in styles, f"feedback {self.feedback!r}: task {self.task!r} has "
+                 + ", ".join(repr(x) for x in styles))
         need(self.wandb_mode in ("offline", "online", "disabled"),
              "wandb_mode: 'offline', 'online' or 'disabled'")
         need(self.temperature > 0, "temperature must be > 0 (use evaluate(greedy=True) for argmax)")
@@ -394,7 +401,8 @@ class TrainConfig:
         if self.system_prompt is None:
             from ..games.registry import get_task
 
-            return get_task(self.task).system_prompt
+            task = get_task(self.task)  # the feedback style's own prompt, if it has one
+            return task.system_prompts.get(self.feedback, task.system_prompt)
         return self.system_prompt or None
 
     def settings(self) -> dict[str, Any]:

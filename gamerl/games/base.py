@@ -152,6 +152,10 @@ class Task:
     sample_table: Optional[SampleTable] = None
     # what curriculum stages may name; None: the game has no curriculum
     curriculum: Optional[CurriculumChoices] = None
+    # the feedback styles (TrainConfig.feedback) the game's ``feedback`` knows; a style may
+    # bring its own system prompt (``system_prompts``: style -> prompt, else ``system_prompt``)
+    feedback_styles: tuple[str, ...] = ("compact", "full", "latest")
+    system_prompts: Mapping[str, str] = field(default_factory=dict)
     # preset name -> the settings this game changes over that preset (``get_config`` applies
     # them over the preset, under the caller's overrides); each with its reason beside it in the
     # game's module. A preset the game does not name runs as it is.

@@ -22,21 +22,35 @@ from .base import (Instance, MakeEnv, SampleTable, Task, after_marker, code_span
 from .pieces import (ConfigFiles, VerlSpec, WizardQuestions, task_config_reader,
                      task_config_writer)
 
-__all__ = ["WORDLE_ENV_KEYS", "WORDLE_HELDOUT", "WORDLE_PRESETS", "extract_guess", "make_task",
-           "verl_spec", "wordle_config", "wordle_env_settings", "wordle_feedback",
+__all__ = ["WORDLE_ENV_KEYS", "WORDLE_HELDOUT", "WORDLE_LETTERS_PROMPT", "WORDLE_PRESETS",
+           "extract_guess", "make_task", "spell", "verl_spec", "wordle_config", "wordle_env_settings", "wordle_feedback",
            "wordle_heldout_answers"]
 
 _EMPHASIS = "*_"
 _TRAILING = ".!?"
 WORDLE_HELDOUT = 256  # held-out answers (evaluation only; 128 until 2026-11-25, its first half)
+# the system prompt of the ``letters`` feedback: the guess spelled out, as its feedback shows words
+WORDLE_LETTERS_PROMPT = ("You are playing Wordle. Reply with your next guess only, spelled out: "
+                         "its 5 letters in capitals, separated by spaces, like C R A N E.")
 
 
 def extract_guess(answer: str) -> str:
     """The guess in a model's answer: ``base.extract_answer``'s rule with ``Guess:`` as a marker
-    too, then emphasis (``*``, ``_``) around the word and trailing ``.!?`` removed. The game
-    itself lowercases and strips whitespace (``tasks.wordle.normalize_guess``)."""
+    too, then emphasis (``*``, ``_``) around the word and trailing ``.!?`` removed; a word
+    spelled out as five single letters (``C R A N E``, the ``letters`` feedback's answer) is
+    joined (``CRANE``). The game itself lowercases and strips whitespace
+    (``tasks.wordle.normalize_guess``)."""
     word = after_marker(answer, "guess")
-    return word.strip(_EMPHASIS).rstrip(_TRAILING).strip(_EMPHASIS).strip()
+    word = word.strip(_EMPHASIS).rstrip(_TRAILING).strip(_EMPHASIS).strip()
+    letters = word.split()
+    if len(letters) == 5 and all(len(x) == 1 and x.isalpha() for x in letters):
+        return "".join(letters)
+    return word
+
+
+def spell(word: str) -> str:
+    """``crane`` -> ``C R A N E``: a word as the ``letters`` feedback shows it and asks for it."""
+    return " ".join(word.upper())
 
 
 def wordle_feedback(obs: Mapping[str, Any], info: Mapping[str, Any], action: str,
@@ -53,6 +67,11 @@ def wordle_feedback(obs: Mapping[str, Any], info: Mapping[str, Any], action: str
       game: the six messages after the guesses are 794 tokens compact, 471 latest; a mark emoji
       is 3 tokens). The greens' positions are spelled out because a small model cannot line up
       a row of emoji with the letters above it; the game's text only implies them.
+    * ``letters``: ``latest`` with the guess spelled out, each letter beside its mark
+      (``2. C🟩 L⬜ I⬜ N🟩 T⬜``), for a model that answers letter by letter (``C R A N E``:
+      ``WORDLE_LETTERS_PROMPT``). To SmolLM2 a 5-letter word is 1-3 tokens (513 of the 2,309
+      answers are one token), so which letter sits where is not in its input; spelled, every
+      letter is a token of its own, next to what the game said of it.
     """
     from tasks.wordle.game import INSTRUCTIONS
 
@@ -60,13 +79,25 @@ def wordle_feedback(obs: Mapping[str, Any], info: Mapping[str, Any], action: str
     if style == "full" or not text.startswith(INSTRUCTIONS):
         return text
     lines = text[len(INSTRUCTIONS):].lstrip("\n").split("\n")
-    if style != "latest" or "Board:" not in lines:
+    if style not in ("latest", "letters") or "Board:" not in lines:
         return "\n".join(lines)
     start = lines.index("Board:") + 1
     end = next((i for i in range(start, len(lines)) if lines[i].startswith("Letters:")),
                len(lines))
     board = lines[start:end]
-    return "\n".join(board[-1:] + _in_place(obs) + lines[end:])
+    last = [_spelled_line(board[-1])] if style == "letters" and board else board[-1:]
+    return "\n".join(last + _in_place(obs) + lines[end:])
+
+
+def _spelled_line(line: str) -> str:
+    """``2. CLINT  🟩⬜⬜🟩⬜ ...`` -> ``2. C🟩 L⬜ I⬜ N🟩 T⬜ ...``; a line without a scored
+    guess (a wasted turn) as it is."""
+    number, _, rest = line.partition(". ")
+    parts = rest.split("  ", 2)
+    if len(parts) < 2 or len(parts[0]) != 5 or len(parts[1]) != 5 or not parts[0].isalpha():
+        return line
+    spelled = " ".join(letter + mark for letter, mark in zip(parts[0], parts[1]))
+    return f"{number}. {spelled}" + ("  " + parts[2] if len(parts) > 2 else "")
 
 
 def _in_place(obs: Mapping[str, Any]) -> list[str]:
@@ -337,18 +368,24 @@ def make_task() -> Task:
             return 0.0
         return 1.0 - max((t.stats.get("greens", 0) for t in ep.turns), default=0) / 5 * 0.5
 
+    def said(cfg) -> Callable[[str], str]:  # a word as the run's model is asked to write it
+        return spell if cfg.feedback == "letters" else (lambda word: word)
+
     def demo(cfg, rng: random.Random) -> Callable:
         from tasks.wordle import answers
 
-        words = answers()
-        return lambda ep: rng.choice(words)  # a valid word, feedback ignored: format, not skill
+        words, write = answers(), said(cfg)
+        return lambda ep: write(rng.choice(words))  # a valid word, feedback ignored: format
 
     def expert_demo(cfg, rng: random.Random) -> Callable:
         from tasks.wordle.solver import expert_guess
 
+        write = said(cfg)
+
         def answer(ep) -> str:  # the openers, then an answer consistent with every mark
             obs = ep.last_obs
-            return expert_guess(list(zip(obs.get("guesses", []), obs.get("marks", []))), rng)
+            return write(expert_guess(list(zip(obs.get("guesses", []), obs.get("marks", []))),
+                                      rng))
 
         return answer
 
@@ -371,6 +408,8 @@ def make_task() -> Task:
     return Task(
         name="wordle",
         system_prompt="You are playing Wordle. Reply with your next guess only: one 5-letter word.",
+        feedback_styles=("compact", "full", "latest", "letters"),
+        system_prompts={"letters": WORDLE_LETTERS_PROMPT},
         extract=extract_guess, feedback=wordle_feedback,
         env_factory=env_factory, http_env_factory=http_factory, start=start,
         train_instances=train_instances, eval_instances=eval_instances,
