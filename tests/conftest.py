@@ -65,3 +65,18 @@ def rss_bytes(pid) -> int:
     """Resident memory of process ``pid`` (or ``"self"``), from /proc (Linux)."""
     with open(f"/proc/{pid}/statm") as f:
         return int(f.read().split()[1]) * PAGE
+
+
+def trained_answers(tokenizer, ids, mask) -> list[str]:
+    """A warm-start example's trained spans (its loss mask's runs of 1s), each decoded: one
+    answer per turn, ``<answer><|im_end|>``."""
+    spans, current = [], []
+    for token, m in zip(ids, mask):
+        if m:
+            current.append(token)
+        elif current:
+            spans.append(current)
+            current = []
+    if current:
+        spans.append(current)
+    return [tokenizer.decode(span) for span in spans]

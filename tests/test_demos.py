@@ -10,6 +10,7 @@ import random
 import re
 
 import pytest
+from conftest import trained_answers  # pytest (prepend import mode) puts tests/ on sys.path
 
 from tasks.password_game import make_instance
 from tasks.password_game.demos import KNOWN_AHEAD, MAX_REPAIRED_RULE, first_password, repair
@@ -167,16 +168,7 @@ def test_expert_demonstrations_train_on_the_answers_only(tiny_dir):
     for ids, mask in examples:
         assert len(ids) == len(mask) and mask[0] == 0
         # the masked spans, each one answer: "<password><|im_end|>"
-        spans, current = [], []
-        for token, m in zip(ids, mask):
-            if m:
-                current.append(token)
-            elif current:
-                spans.append(current)
-                current = []
-        if current:
-            spans.append(current)
-        answers = [tok.decode(span) for span in spans]
+        answers = trained_answers(tok, ids, mask)
         assert all(a.endswith("<|im_end|>") for a in answers), answers
         passwords = [a.removesuffix("<|im_end|>") for a in answers]
         text = tok.decode(ids)
@@ -206,15 +198,7 @@ def test_wordle_expert_demonstrations_keep_the_marks(tiny_dir):
     assert cfg.warmstart_demos == "expert" and cfg.feedback == "latest"
     short = 0
     for ids, mask in demonstrations(cfg, tok, seed=0):
-        spans, current = [], []
-        for token, m in zip(ids, mask):
-            if m:
-                current.append(token)
-            elif current:
-                spans.append(tok.decode(current))
-                current = []
-        if current:
-            spans.append(tok.decode(current))
+        spans = trained_answers(tok, ids, mask)
         assert all(a.endswith("<|im_end|>") for a in spans), spans
         guesses = [a.removesuffix("<|im_end|>") for a in spans]
         assert guesses[:2] == list(EXPERT_OPENERS) or len(guesses) <= 3, guesses

@@ -5,6 +5,7 @@ tokens, so which letter sits where is not in its input; spelled, every letter is
 from __future__ import annotations
 
 import pytest
+from conftest import trained_answers  # pytest (prepend import mode) puts tests/ on sys.path
 
 from gamerl.config import get_config
 from gamerl.games.wordle import (WORDLE_LETTERS_PROMPT, extract_guess, spell, wordle_feedback)
@@ -60,16 +61,7 @@ def test_letters_demonstrations_spell_every_guess_and_keep_the_marks(tiny_dir):
     for ids, mask in demonstrations(cfg, tok, seed=0):
         text = tok.decode(ids)
         assert WORDLE_LETTERS_PROMPT in text
-        spans, current = [], []
-        for token, m in zip(ids, mask):
-            if m:
-                current.append(token)
-            elif current:
-                spans.append(tok.decode(current))
-                current = []
-        if current:
-            spans.append(tok.decode(current))
-        answers = [a.removesuffix("<|im_end|>") for a in spans]
+        answers = [a.removesuffix("<|im_end|>") for a in trained_answers(tok, ids, mask)]
         assert all(a == spell(a.replace(" ", "")) for a in answers), answers
         guesses = [a.replace(" ", "").lower() for a in answers]
         assert guesses[:2] == list(EXPERT_OPENERS) or len(guesses) <= 3, guesses

@@ -354,12 +354,11 @@ class TrainConfig:
              "differ before any update (ratios of 0.96-0.99 and tokens clipped at the first "
              "minibatch); RL uses no dropout")
         need(self.advantage_estimator in ("gae", "grpo"), "advantage_estimator: 'gae' or 'grpo'")
-        if self.task in TASKS:  # the game says which views of it exist (Task.feedback_styles)
-            from ..games.registry import get_task
+        from ..games.registry import get_task  # (the task is registered: checked above)
 
-            styles = get_task(self.task).feedback_styles
-            need(self.feedback in styles, f"feedback {self.feedback!r}: task {self.task!r} has "
-                 + ", ".join(repr(x) for x in styles))
+        styles = get_task(self.task).feedback_styles  # the game's views of itself
+        need(self.feedback in styles, f"feedback {self.feedback!r}: task {self.task!r} has "
+             + ", ".join(repr(x) for x in styles))
         need(self.wandb_mode in ("offline", "online", "disabled"),
              "wandb_mode: 'offline', 'online' or 'disabled'")
         need(self.temperature > 0, "temperature must be > 0 (use evaluate(greedy=True) for argmax)")
