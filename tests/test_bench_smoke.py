@@ -26,3 +26,19 @@ def test_env_bench_quick(tmp_path):
     assert [h["clients"] for h in result["http_submits"]] == [1, 8, 64]
     assert all(h["errors"] == 0 and h["submits"] > 0 for h in result["http_submits"])
     assert result["http_batch"]["checks_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_prompt_prefix_bench_quick(tmp_path):
+    """``bench/prompt_prefix_bench.py --quick`` (tiny, 8 games): the rollout with the shared
+    prompt prefix and without play the same episodes, and the shared run prefills less."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "prompt_prefix_bench.py"),
+                           "--quick", "--json", str(out)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    shared, plain, _ = result["rows"]
+    assert result["same_episodes"] == result["games"] == 8
+    assert shared["shared_prefix_tokens"] == shared["prompt_tokens"] - 1
+    assert shared["prefilled_columns"] < plain["prefilled_columns"]

@@ -157,6 +157,53 @@ def test_kv_cache_carried_across_turns_changes_nothing_but_the_prefill(tiny):
     assert torch.allclose(lp[sampled], torch.tensor(ep.gen_logprobs)[sampled], atol=1e-4)
 
 
+def test_shared_prompt_prefix_runs_once_and_changes_nothing_else(tiny):
+    """A first turn whose rows open alike (the system prompt and the game's first message) runs
+    those tokens once, as one row (gamerl.core.turn_cache.prefill_shared_prefix): the episodes
+    are token for token those of a plain left-padded prefill, with the same log-probs, and the
+    later turns still carry the cache."""
+    lm, tok = tiny
+    played, policies = {}, {}
+    for share in (True, False):
+        cfg = rcfg(share_prompt_prefix=share)
+        policies[share] = LMPolicy(lm, tok, cfg)
+        torch.manual_seed(5)
+        played[share] = rollout(policies[share], tok, list(range(12)), env_factory(num_rules=2), cfg)
+    opening = len(played[True][0].token_ids[:played[True][0].prompt_len])
+    assert policies[False].shared_prefix_tokens == 0
+    # every game's first prompt is the same text here: all of it but the last token is shared
+    assert policies[True].shared_prefix_tokens == opening - 1
+    assert policies[True].prefilled_tokens == policies[False].prefilled_tokens - (opening - 1)
+    assert max(len(ep.turns) for ep in played[True]) == 3
+    for a, b in zip(played[True], played[False]):
+        assert a.token_ids == b.token_ids
+        assert torch.allclose(torch.tensor(a.gen_logprobs), torch.tensor(b.gen_logprobs), atol=1e-5)
+
+
+def test_shared_prefix_keeps_positions_when_rows_differ_after_it(tiny):
+    """Rows that share an opening and then differ in length: each row's sampled log-probs are
+    those of one forward pass over its own tokens (positions from the mask, pads between the
+    shared part and the rest never attended)."""
+    from gamerl.core.turn_cache import MIN_SHARED_PREFIX, shared_prefix_length
+
+    lm, tok = tiny
+    contexts = [encode(tok, chat_prompt(tok, [{"role": "system", "content": "shared " * 12},
+                                              {"role": "user", "content": "x" * n}]))
+                for n in (1, 40, 200)]
+    assert shared_prefix_length(contexts) >= MIN_SHARED_PREFIX
+    assert shared_prefix_length([[1, 2, 3], [1, 2, 3]]) == 2  # each row keeps a token to run
+    assert shared_prefix_length([[1, 2, 3], [4, 2, 3]]) == 0
+    policy = LMPolicy(lm, tok, rcfg())
+    torch.manual_seed(2)
+    answers = policy(contexts, [None] * 3)
+    assert policy.shared_prefix_tokens == shared_prefix_length(contexts)
+    for ctx, ans in zip(contexts, answers):
+        ids = torch.tensor([ctx + ans.token_ids])
+        lp = forward_policy(PolicyWithValue(lm), ids, torch.ones_like(ids), SAMPLING,
+                            derive_support=True).logprobs
+        assert torch.allclose(lp[0, len(ctx):], torch.tensor(ans.logprobs), atol=1e-4)
+
+
 def test_kv_cache_is_not_used_for_contexts_that_do_not_extend_its_rows(tiny):
     """A context that is not its row's tokens plus new ones (or a new episode) is prefilled
     from scratch: the carried cache can only skip work whose result is the same."""

@@ -19,7 +19,9 @@ carry a reward, a log-prob or a loss.
 Batching: at each turn ALL live episodes generate their next answer in ONE ``generate`` call
 (left padding so every row ends at the same column, KV cache on). Episodes that ended drop out.
 The KV cache of one turn's call carries over to the next (``gamerl.core.turn_cache``): a turn
-prefills only its new tokens, not the whole conversation again.
+prefills only its new tokens, not the whole conversation again. On the first turn the tokens every
+row opens with (the system prompt and, where the game's first message is the same text, that too)
+run once, as one row, and every row attends to them (``prefill_shared_prefix``).
 
 User messages: turn 1 is the system prompt and the game's first observation
 (``first_messages``); later turns are the task's ``feedback`` (the Password Game's compact
@@ -48,7 +50,7 @@ from ..models import ENDOFTEXT, IM_END, chat_prompt
 from ..models.kv_cache import CACHE_ARG, cache_of
 from .scoring import Sampling, SampledLogprobs, sampling_processors
 from .sessions import EpisodeLost
-from .turn_cache import TurnCache, left_pad
+from .turn_cache import TurnCache, left_pad, prefill_shared_prefix
 
 log = logging.getLogger("gamerl")
 
@@ -183,6 +185,7 @@ class RolloutConfig:
     system_prompt: Optional[str] = None
     record_logprobs: bool = True  # log pi of each sampled token (for the trainer's self-check)
     reuse_kv_cache: bool = True  # prefill only each turn's new tokens (gamerl.core.turn_cache)
+    share_prompt_prefix: bool = True  # run the rows' common opening tokens once (turn_cache)
     task: str = "password_game"  # gamerl.games.TASKS
 
     @classmethod
@@ -219,21 +222,33 @@ class LMPolicy:
         self.generate_calls = 0
         self.turn_cache: Optional[TurnCache] = None  # the last call's, for the next turn
         self.prefilled_tokens = 0  # prefill width (columns a row runs before sampling), all calls
+        self.shared_prefix_tokens = 0  # tokens run once for all rows of a call (turn_cache), all calls
 
-    @torch.no_grad()
-    def __call__(self, contexts: list[list[int]], episodes: list[Episode]) -> list[Answer]:
-        cfg, tok = self.cfg, self.tokenizer
-        device = self.lm.device
+    def _inputs(self, contexts: list[list[int]], episodes: list[Episode]):
+        """``(input_ids, attention_mask, past)`` for this call's ``generate``: the last call's
+        rows extended by their new tokens (``TurnCache``), or a first turn whose shared opening
+        runs once (``prefill_shared_prefix``), or a plain left-padded prefill."""
+        tok, device = self.tokenizer, self.lm.device
         carried, self.turn_cache = self.turn_cache, None
         extended = carried.extend(contexts, episodes, tok.pad_token_id) if carried else None
         if extended is not None:  # the same episodes' next turn: prefill only the new tokens
             ids, mask, past = extended
             self.prefilled_tokens += ids.shape[1] - past.get_seq_length()
-        else:
-            ids, mask = left_pad(contexts, tok.pad_token_id, device)
-            past = None
-            self.prefilled_tokens += ids.shape[1]
-        width = ids.shape[1]
+            return ids, mask, past
+        shared = (prefill_shared_prefix(self.lm, contexts, tok.pad_token_id, device)
+                  if self.cfg.share_prompt_prefix else None)
+        if shared is not None:  # the common opening ran once; each row prefills its rest
+            ids, mask, past, n_shared = shared
+            self.prefilled_tokens += ids.shape[1] - n_shared
+            self.shared_prefix_tokens += n_shared
+            return ids, mask, past
+        ids, mask = left_pad(contexts, tok.pad_token_id, device)
+        self.prefilled_tokens += ids.shape[1]
+        return ids, mask, None
+
+    @torch.no_grad()
+    def __call__(self, contexts: list[list[int]], episodes: list[Episode]) -> list[Answer]:
+        cfg, tok = self.cfg, self.tokenizer
         recorder = None
         if cfg.greedy:
             sampling = dict(do_sample=False, temperature=None, top_p=None, top_k=None)
@@ -247,8 +262,10 @@ class LMPolicy:
             sampling = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
                             logits_processor=processors)
         was_training = self.lm.training
-        self.lm.eval()
+        self.lm.eval()  # the shared-prefix pass and generate both run in eval mode
         try:
+            ids, mask, past = self._inputs(contexts, episodes)
+            width = ids.shape[1]
             self.generate_calls += 1
             out = self.lm.generate(
                 input_ids=ids, attention_mask=mask, **{CACHE_ARG: past},

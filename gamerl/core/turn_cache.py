@@ -19,6 +19,12 @@ every row shares) are dropped from the matrix and the cache alike.
 Anything else (new episodes, a context that does not extend its row, a cache that is not plain
 per-layer keys and values) gets a fresh prefill: reuse only ever skips work whose result would
 be the same.
+
+A fresh prefill whose rows all open with the same tokens (the system prompt and the game's
+instructions: every Wordle game's first turn is one text, ~190 SmolLM2 tokens) runs those tokens
+once, as one row, and every row attends to that row's keys (``prefill_shared_prefix``). The
+layout is the one above with the pads in the middle, ``[shared prefix][pads][rest of the
+context]``, so ``generate`` and ``TurnCache`` take it as they take a carried turn.
 """
 
 from __future__ import annotations
@@ -41,6 +47,55 @@ def left_pad(rows: Sequence[Sequence[int]], pad_id: int,
             ids[i, width - len(r):] = torch.tensor(list(r), dtype=torch.long)
             mask[i, width - len(r):] = 1
     return ids.to(device), mask.to(device)
+
+
+# Share a prefix only from this many tokens on: below it the one-row pass is not worth a call.
+MIN_SHARED_PREFIX = 8
+
+
+def shared_prefix_length(rows: Sequence[Sequence[int]]) -> int:
+    """Tokens every row starts with, at most the shortest row's length less one: each row keeps
+    a token of its own to prefill, whose logits give its first sampled token."""
+    first = rows[0]
+    n = min(len(r) for r in rows) - 1
+    for r in rows[1:]:
+        k = 0
+        while k < n and r[k] == first[k]:
+            k += 1
+        n = k
+    return max(n, 0)
+
+
+def prefill_shared_prefix(lm: Any, contexts: Sequence[Sequence[int]], pad_id: int,
+                          device: Any = None) -> Optional[tuple[torch.Tensor, torch.Tensor, Any, int]]:
+    """``(input_ids, attention_mask, past, shared)`` for a fresh ``generate`` call on
+    ``contexts`` whose common first ``shared`` tokens were run once, as one row: ``past`` holds
+    their keys and values for every row (expanded, not copied), ``input_ids``/``attention_mask``
+    are ``[B, shared + R]``, the shared tokens then the rest of each context left padded (the
+    pads sit between the two; positions come from the mask, so every real token keeps the
+    position and the keys of a plain left-padded prefill). None where fewer than two rows or
+    fewer than ``MIN_SHARED_PREFIX`` tokens are shared, or the model's cache is not plain
+    per-layer keys and values. Call it under ``torch.no_grad()`` with the model in eval mode."""
+    from ..models.kv_cache import cache_of
+
+    if len(contexts) < 2:
+        return None
+    shared = shared_prefix_length(contexts)
+    if shared < MIN_SHARED_PREFIX:
+        return None
+    prefix = torch.tensor([list(contexts[0][:shared])], dtype=torch.long, device=device)
+    past = cache_of(lm(input_ids=prefix, use_cache=True, logits_to_keep=1))
+    if not reusable(past):
+        return None
+    rows = len(contexts)
+    for layer in past.layers:  # [1, heads, T, head_dim] -> [B, ...]: generate's first step
+        layer.keys = layer.keys.expand(rows, -1, -1, -1)  # concatenates, which copies them
+        layer.values = layer.values.expand(rows, -1, -1, -1)
+    rest_ids, rest_mask = left_pad([c[shared:] for c in contexts], pad_id, device)
+    ids = torch.cat([prefix.expand(rows, -1), rest_ids], dim=1)
+    mask = torch.cat([torch.ones((rows, shared), dtype=rest_mask.dtype, device=rest_mask.device),
+                      rest_mask], dim=1)
+    return ids, mask, past, shared
 
 
 def reusable(past: Any) -> bool:
