@@ -96,8 +96,33 @@ def test_digit_repair_counts_the_captcha():
         after = repair(inst, pw, verdicts, random.Random(seed))
         assert inst.captcha in after and digit_sum(after) == 25, after
         assert after.startswith("Garden "), after
+        # the run changes by the CAPTCHA's digits, from its last digit; the rest stays
+        excess = digit_sum(inst.captcha)
+        run = "99" + str(7 - excess) if excess <= 7 else "9" + str(16 - excess) + "0"
+        assert after == f"Garden {run} ! may XXXV pepsi {inst.captcha}", (inst.captcha, after)
         seen += 1
     assert seen > 50
+
+
+def test_digit_run_repair_is_the_smallest_change():
+    """A run that can take the change is changed from its last digit by what the sum is off
+    (the repair a model can read off "your digits add up to 31"); one that cannot becomes a
+    new run."""
+    from tasks.password_game.demos import _adjust_run
+
+    assert _adjust_run("997", -6) == "991"
+    assert _adjust_run("997", -11) == "950"
+    assert _adjust_run("42", 3) == "45"
+    assert _adjust_run("988", 0) == "988"
+    assert _adjust_run("42", 19) is None and _adjust_run("1", -2) is None
+    inst = make_instance(0)
+
+    def repaired(pw: str) -> str:
+        return repair(inst, pw, check_rules(parse(pw), inst, 5), random.Random(0))
+
+    assert repaired("Garden 9979 !") == "Garden 9970 !"  # 34: nine too many
+    after = repaired("Garden 88 !")  # 16: 88 cannot reach 25 by its own digits
+    assert re.fullmatch(r"Garden [0-9]+ !", after) and digit_sum(after) == 25, after
 
 
 @pytest.mark.parametrize("num_rules,max_steps,p,rules_min,success_min", [

@@ -121,11 +121,33 @@ def _replace(pw: str, pattern: re.Pattern, new: str, keep: str = "") -> str:
     return out if placed else _join([out, new])
 
 
+def _adjust_run(run: str, by: int) -> str | None:
+    """``run`` with ``by`` added to its digit sum, digit by digit from the last (each kept within
+    0-9): 997 and -6 -> 991, 997 and -11 -> 950, 42 and +3 -> 45. None where the run's digits
+    cannot take it (42 and +19)."""
+    digits = [int(c) for c in run]
+    for i in reversed(range(len(digits))):
+        step = max(-digits[i], min(9 - digits[i], by))
+        digits[i] += step
+        by -= step
+    return "".join(map(str, digits)) if by == 0 else None
+
+
 def _fix_digit_sum(pw, inst, rng):
-    """The digits outside the CAPTCHA become one run (where the first was) that brings the sum
-    to 25."""
+    """Digits summing to 25, counting the CAPTCHA's. Where the digits outside the CAPTCHA are one
+    run, that run changes by what the sum is off, from its last digit (the CAPTCHA's 4 and 2 on
+    top of 997: 6 too many, 997 -> 991): the repair a reader of "your digits add up to 31" can
+    make by one subtraction, everything else kept. Otherwise (no run, several, or one that cannot
+    take the change) the digits outside the CAPTCHA become one new run where the first was."""
     captcha = inst.captcha if inst.captcha in pw else ""
     kept = sum(int(c) for c in captcha if c.isdigit())
+    runs = [run for piece in (pw.split(captcha) if captcha else [pw])
+            for run in _DIGITS_RE.findall(piece)]
+    if len(runs) == 1:
+        total = kept + sum(int(c) for c in runs[0])
+        adjusted = _adjust_run(runs[0], 25 - total)
+        if adjusted is not None:
+            return _outside(pw, captcha, lambda piece: _DIGITS_RE.sub(adjusted, piece))
     return _replace(pw, _DIGITS_RE, _digit_run(25 - kept, rng), keep=captcha)
 
 
