@@ -9,8 +9,8 @@ start for a small model needs what a good player does instead, turn by turn:
   drawn so that each next known rule is included with probability ``p``: a complete password
   (when every rule of the game is known ahead) or one that leaves work for the feedback turns;
 * **a repair** (``repair``): after the game's verdicts, keep the password and add or change only
-  what the failing rules name (a CAPTCHA appended, the digit run rewritten so the digits again
-  sum to 25 once the CAPTCHA's digits count too, ...); every revealed rule holds afterwards.
+  what the failing rules name (a CAPTCHA appended, the digit run changed from its last digit by
+  what the CAPTCHA's digits put the sum over 25, ...); every revealed rule holds afterwards.
 
 Short and varied: a word from a list, digit runs drawn among the ways to make the sum, months,
 sponsors, numerals and element symbols drawn per game, parts joined by spaces.
