@@ -21,7 +21,7 @@ per-layer keys and values) gets a fresh prefill: reuse only ever skips work whos
 be the same.
 
 A fresh prefill whose rows all open with the same tokens (the system prompt and the game's
-instructions: every Wordle game's first turn is one text, ~190 SmolLM2 tokens) runs those tokens
+instructions: every Wordle game's first turn is one text, 152 SmolLM2 tokens) runs those tokens
 once, as one row, and every row attends to that row's keys (``prefill_shared_prefix``). The
 layout is the one above with the pads in the middle, ``[shared prefix][pads][rest of the
 context]``, so ``generate`` and ``TurnCache`` take it as they take a carried turn.
@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import torch
+
+from ..models.kv_cache import cache_of
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad_id: int,
@@ -76,8 +78,6 @@ def prefill_shared_prefix(lm: Any, contexts: Sequence[Sequence[int]], pad_id: in
     position and the keys of a plain left-padded prefill). None where fewer than two rows or
     fewer than ``MIN_SHARED_PREFIX`` tokens are shared, or the model's cache is not plain
     per-layer keys and values. Call it under ``torch.no_grad()`` with the model in eval mode."""
-    from ..models.kv_cache import cache_of
-
     if len(contexts) < 2:
         return None
     shared = shared_prefix_length(contexts)
