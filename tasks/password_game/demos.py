@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 
 from .instance_types import Instance
 from .richtext import parse
-from .rules import MONTHS, SPONSORS, check_rules
+from .rules import MONTHS, SPONSORS, check_rules, digit_sum
 from .solver import solve
 
 __all__ = ["KNOWN_AHEAD", "MAX_REPAIRED_RULE", "SPECIALS", "WORDS", "first_password", "repair"]
@@ -140,11 +140,11 @@ def _fix_digit_sum(pw, inst, rng):
     make by one subtraction, everything else kept. Otherwise (no run, several, or one that cannot
     take the change) the digits outside the CAPTCHA become one new run where the first was."""
     captcha = inst.captcha if inst.captcha in pw else ""
-    kept = sum(int(c) for c in captcha if c.isdigit())
+    kept = digit_sum(captcha)
     runs = [run for piece in (pw.split(captcha) if captcha else [pw])
             for run in _DIGITS_RE.findall(piece)]
     if len(runs) == 1:
-        total = kept + sum(int(c) for c in runs[0])
+        total = kept + digit_sum(runs[0])
         adjusted = _adjust_run(runs[0], 25 - total)
         if adjusted is not None:
             return _outside(pw, captcha, lambda piece: _DIGITS_RE.sub(adjusted, piece))
