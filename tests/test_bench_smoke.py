@@ -28,17 +28,33 @@ def test_env_bench_quick(tmp_path):
     assert result["http_batch"]["checks_per_s"] > 0
 
 
-@pytest.mark.slow
-def test_prompt_prefix_bench_quick(tmp_path):
-    """``bench/prompt_prefix_bench.py --quick`` (tiny, 8 games): the rollout with the shared
-    prompt prefix and without play the same episodes, and the shared run prefills less."""
+def _rollout_options_bench(tmp_path, *args: str) -> dict:
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "prompt_prefix_bench.py"),
-                           "--quick", "--json", str(out)], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "rollout_options_bench.py"),
+                           "--quick", "--json", str(out), *args], capture_output=True, text=True,
                           timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_prompt_prefix_bench_quick(tmp_path):
+    """``bench/rollout_options_bench.py --quick`` (tiny, 8 games): the rollout with the shared
+    prompt prefix and without play the same episodes, and the shared run prefills less."""
+    result = _rollout_options_bench(tmp_path)
     shared, plain, _ = result["rows"]
     assert result["same_episodes"] == result["games"] == 8
     assert shared["shared_prefix_tokens"] == shared["prompt_tokens"] - 1
     assert shared["prefilled_columns"] < plain["prefilled_columns"]
+
+
+@pytest.mark.slow
+def test_inplace_kv_cache_bench_quick(tmp_path):
+    """``--option inplace_kv_cache``: the same episodes, token and log-prob, with the cache that
+    grows in place and with transformers' concatenating one."""
+    result = _rollout_options_bench(tmp_path, "--option", "inplace_kv_cache")
+    on, off, _ = result["rows"]
+    assert on["inplace_kv_cache"] and not off["inplace_kv_cache"]
+    assert result["same_episodes"] == result["same_logprobs"] == result["games"] == 8
+    assert result["max_logprob_gap"] == 0.0
+    assert on["prefilled_columns"] == off["prefilled_columns"]

@@ -418,3 +418,104 @@ def test_rollout_and_shared_prefix_use_the_current_cache_api(tiny):
     finally:
         logging.getLogger("transformers").removeHandler(handler)
     assert not [m for m in said if "deprecat" in m.lower()], said
+
+
+# ----------------------------------------------------------------------------- the cache that grows in place
+
+
+def test_growing_cache_layer_matches_concatenation_and_survives_reassignment():
+    """``GrowingLayer.update`` returns exactly what ``DynamicLayer``'s concatenation returns,
+    writes decoding steps into spare columns (no new buffer per token), and keys/values that
+    other code assigned (the turn cache selecting rows, the shared prefix expanding one row)
+    are copied into a new buffer on the next update, never written through."""
+    from transformers.cache_utils import DynamicLayer
+
+    from gamerl.models.kv_cache import MIN_SPARE_COLUMNS, growing_cache
+
+    torch.manual_seed(0)
+    cache = growing_cache(build_tiny_for_cache())
+    layer_class = cache.layer_class_to_replicate
+    grow, plain = layer_class(), DynamicLayer()
+    k, v = torch.randn(3, 2, 7, 4), torch.randn(3, 2, 7, 4)
+    for a, b in zip(grow.update(k, v), plain.update(k.clone(), v.clone())):
+        assert torch.equal(a, b)
+    buffer = grow._key_buffer
+    assert buffer.shape[-2] == 7 + MIN_SPARE_COLUMNS
+    for _ in range(5):  # decoding: one column at a time, in place
+        k1, v1 = torch.randn(3, 2, 1, 4), torch.randn(3, 2, 1, 4)
+        for a, b in zip(grow.update(k1, v1), plain.update(k1.clone(), v1.clone())):
+            assert torch.equal(a, b)
+        assert grow._key_buffer is buffer
+    # another owner's tensors: rows 2 and 0, every column but the first (turn_cache.extend)
+    held_keys = grow.keys
+    before = held_keys.clone()
+    grow.keys, grow.values = grow.keys[[2, 0]][:, :, 1:], grow.values[[2, 0]][:, :, 1:]
+    plain.keys, plain.values = plain.keys[[2, 0]][:, :, 1:], plain.values[[2, 0]][:, :, 1:]
+    k2, v2 = torch.randn(2, 2, 3, 4), torch.randn(2, 2, 3, 4)
+    for a, b in zip(grow.update(k2, v2), plain.update(k2.clone(), v2.clone())):
+        assert torch.equal(a, b)
+    assert grow._key_buffer is not buffer and torch.equal(held_keys, before)
+    # running out of room reallocates once and keeps everything
+    big = torch.randn(2, 2, 2 * MIN_SPARE_COLUMNS, 4)
+    for a, b in zip(grow.update(big, big), plain.update(big.clone(), big.clone())):
+        assert torch.equal(a, b)
+
+
+def build_tiny_for_cache():
+    """A config-only stand-in: ``growing_cache`` reads only the model's config."""
+    from types import SimpleNamespace
+
+    from transformers import LlamaConfig
+
+    return SimpleNamespace(config=LlamaConfig(num_hidden_layers=2))
+
+
+def test_growing_cache_only_for_plain_full_attention():
+    """Models with sliding-window or other non-full-attention layers keep transformers' own
+    cache (the growing layer knows only plain keys and values)."""
+    from types import SimpleNamespace
+
+    from transformers import LlamaConfig, Qwen2Config
+
+    from gamerl.models.kv_cache import growing_cache
+
+    assert growing_cache(SimpleNamespace(config=LlamaConfig())) is not None
+    sliding = Qwen2Config(use_sliding_window=True, sliding_window=64, max_window_layers=0,
+                          num_hidden_layers=2)
+    assert growing_cache(SimpleNamespace(config=sliding)) is None
+
+
+def test_inplace_kv_cache_plays_the_same_episodes(tiny):
+    """The rollout with the cache that grows in place (the default) and with transformers'
+    concatenating cache: token for token the same episodes, the same sampling-time log-probs,
+    over turns that carry the cache and a first turn with a shared prefix; and the default
+    path really uses the growing layers."""
+    from gamerl.models.kv_cache import cache_of, is_plain_layer
+
+    lm, tok = tiny
+    played, seen = {}, {}
+    for inplace in (True, False):
+        cfg = rcfg(inplace_kv_cache=inplace)
+        policy = LMPolicy(lm, tok, cfg)
+        original = policy.lm.generate
+        kinds: set = set()
+
+        def generate(*a, _original=original, _kinds=kinds, **k):
+            out = _original(*a, **k)
+            layers = cache_of(out).layers
+            _kinds.update(type(layer).__name__ for layer in layers)
+            assert all(is_plain_layer(layer) for layer in layers)
+            return out
+
+        policy.lm.generate = generate
+        try:
+            torch.manual_seed(7)
+            played[inplace] = rollout(policy, tok, list(range(12)), env_factory(num_rules=2), cfg)
+        finally:
+            del policy.lm.generate
+        seen[inplace] = kinds
+    assert seen == {True: {"GrowingLayer"}, False: {"DynamicLayer"}}
+    assert max(len(ep.turns) for ep in played[True]) == 3
+    for a, b in zip(played[True], played[False]):
+        assert a.token_ids == b.token_ids
+        assert a.gen_logprobs == b.gen_logprobs

@@ -47,7 +47,7 @@ from ..progress import tqdm
 from ..games.base import Task, TooManySessionsError, instance_seed
 from ..games.registry import get_task
 from ..models import ENDOFTEXT, IM_END, chat_prompt
-from ..models.kv_cache import CACHE_ARG, cache_of
+from ..models.kv_cache import CACHE_ARG, cache_of, growing_cache
 from .scoring import Sampling, SampledLogprobs, sampling_processors
 from .sessions import EpisodeLost
 from .turn_cache import TurnCache, left_pad, prefill_shared_prefix
@@ -186,6 +186,7 @@ class RolloutConfig:
     record_logprobs: bool = True  # log pi of each sampled token (for the trainer's self-check)
     reuse_kv_cache: bool = True  # prefill only each turn's new tokens (gamerl.core.turn_cache)
     share_prompt_prefix: bool = True  # run the rows' common opening tokens once (turn_cache)
+    inplace_kv_cache: bool = True  # decode into spare cache columns, no per-token copy (kv_cache)
     task: str = "password_game"  # gamerl.games.TASKS
 
     @classmethod
@@ -235,7 +236,8 @@ class LMPolicy:
             ids, mask, past = extended
             self.prefilled_tokens += ids.shape[1] - past.get_seq_length()
             return ids, mask, past
-        shared = (prefill_shared_prefix(self.lm, contexts, tok.pad_token_id, device)
+        shared = (prefill_shared_prefix(self.lm, contexts, tok.pad_token_id, device,
+                                        cache=self._empty_cache())
                   if self.cfg.share_prompt_prefix else None)
         if shared is not None:  # the common opening ran once; each row prefills its rest
             ids, mask, past, n_shared = shared
@@ -244,7 +246,12 @@ class LMPolicy:
             return ids, mask, past
         ids, mask = left_pad(contexts, tok.pad_token_id, device)
         self.prefilled_tokens += ids.shape[1]
-        return ids, mask, None
+        return ids, mask, self._empty_cache()
+
+    def _empty_cache(self):
+        """The cache a fresh prefill fills: one that grows in place (``kv_cache.growing_cache``:
+        no copy of the whole cache per decoded token), or None for generate's own."""
+        return growing_cache(self.lm) if self.cfg.inplace_kv_cache else None
 
     @torch.no_grad()
     def __call__(self, contexts: list[list[int]], episodes: list[Episode]) -> list[Answer]:

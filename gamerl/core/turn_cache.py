@@ -34,7 +34,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from ..models.kv_cache import cache_of
+from ..models.kv_cache import CACHE_ARG, cache_of, is_plain_layer
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad_id: int,
@@ -69,7 +69,7 @@ def shared_prefix_length(rows: Sequence[Sequence[int]]) -> int:
 
 
 def prefill_shared_prefix(lm: Any, contexts: Sequence[Sequence[int]], pad_id: int,
-                          device: Any = None) -> Optional[tuple[torch.Tensor, torch.Tensor, Any, int]]:
+                          device: Any = None, cache: Any = None) -> Optional[tuple[torch.Tensor, torch.Tensor, Any, int]]:
     """``(input_ids, attention_mask, past, shared)`` for a fresh ``generate`` call on
     ``contexts`` whose common first ``shared`` tokens were run once, as one row: ``past`` holds
     their keys and values for every row (expanded, not copied), ``input_ids``/``attention_mask``
@@ -77,14 +77,15 @@ def prefill_shared_prefix(lm: Any, contexts: Sequence[Sequence[int]], pad_id: in
     pads sit between the two; positions come from the mask, so every real token keeps the
     position and the keys of a plain left-padded prefill). None where fewer than two rows or
     fewer than ``MIN_SHARED_PREFIX`` tokens are shared, or the model's cache is not plain
-    per-layer keys and values. Call it under ``torch.no_grad()`` with the model in eval mode."""
+    per-layer keys and values. ``cache``: an empty cache to fill (``growing_cache``), else the
+    model's default. Call it under ``torch.no_grad()`` with the model in eval mode."""
     if len(contexts) < 2:
         return None
     shared = shared_prefix_length(contexts)
     if shared < MIN_SHARED_PREFIX:
         return None
     prefix = torch.tensor([list(contexts[0][:shared])], dtype=torch.long, device=device)
-    past = cache_of(lm(input_ids=prefix, use_cache=True, logits_to_keep=1))
+    past = cache_of(lm(input_ids=prefix, use_cache=True, logits_to_keep=1, **{CACHE_ARG: cache}))
     if not reusable(past):
         return None
     rows = len(contexts)
@@ -101,10 +102,10 @@ def prefill_shared_prefix(lm: Any, contexts: Sequence[Sequence[int]], pad_id: in
 def reusable(past: Any) -> bool:
     """A cache whose layers are plain full-attention keys/values ``[B, heads, T, head_dim]``
     (not sliding windows, not recurrent states): the only kind sliced here."""
-    from transformers.cache_utils import DynamicCache, DynamicLayer
+    from transformers.cache_utils import DynamicCache
 
     return (type(past) is DynamicCache and len(past.layers) > 0
-            and all(type(layer) is DynamicLayer and layer.is_initialized for layer in past.layers))
+            and all(is_plain_layer(layer) and layer.is_initialized for layer in past.layers))
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib.metadata import version
 from typing import Any
 
-__all__ = ["CACHE_ARG", "cache_of"]
+__all__ = ["CACHE_ARG", "cache_of", "growing_cache", "is_plain_layer"]
 
 
 def _major_minor(text: str) -> tuple[int, int]:
@@ -26,3 +26,107 @@ CACHE_ARG = "cache" if _major_minor(version("transformers")) >= (5, 24) else "pa
 def cache_of(output: Any) -> Any:
     """The KV cache a forward pass or ``generate`` (``return_dict_in_generate``) returned."""
     return getattr(output, CACHE_ARG)
+
+
+# ----------------------------------------------------------------------------- a cache that grows in place
+
+# Spare room a layer's buffer gets when it (re)allocates: a quarter of what it holds, at least
+# this many columns, so that a turn's decoding (max_new_tokens steps of one column) reallocates
+# once or not at all.
+MIN_SPARE_COLUMNS = 128
+
+
+def _growing_layer_class():
+    """``GrowingLayer``, defined on first use: transformers' cache classes are imported late so
+    that this module stays importable wherever ``kv_cache`` only names the argument."""
+    global _GrowingLayer
+    if _GrowingLayer is not None:
+        return _GrowingLayer
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowingLayer(DynamicLayer):
+        """A ``DynamicLayer`` that writes new keys and values into spare columns of a buffer.
+
+        transformers' ``DynamicLayer`` concatenates on every ``update``: each decoded token copies
+        the whole cache of every layer. On a CPU that copy is most of a decoding step (SmolLM2-135M,
+        32 rows of ~600 tokens: ``aten::cat`` 64% of the step; docs/benchmarks.md). Here
+        ``keys``/``values`` are views ``buffer[:, :, :n]`` of a ``[B, heads, capacity, head_dim]``
+        buffer and an update writes the new columns after them, reallocating (one copy) only when
+        the room runs out. Code that assigns ``keys``/``values`` itself (the turn cache selects
+        rows and columns, the shared prefix expands one row) leaves views of no buffer: the next
+        update copies them into a new buffer, which is what a concatenation would have done.
+        The numbers are the same as ``DynamicLayer``'s; only the copies are saved."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._key_buffer = self._value_buffer = None
+
+        def _in_buffer(self, needed: int) -> bool:
+            kb, vb = self._key_buffer, self._value_buffer
+            return (kb is not None and kb.shape[-2] >= needed
+                    and self.keys.shape[:2] == kb.shape[:2] and self.values.shape[:2] == vb.shape[:2]
+                    and self.keys.data_ptr() == kb.data_ptr() and self.keys.stride() == kb.stride()
+                    and self.values.data_ptr() == vb.data_ptr()
+                    and self.values.stride() == vb.stride())
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any):
+            import torch
+
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            n = self.get_seq_length()
+            end = n + key_states.shape[-2]
+            if not self._in_buffer(end):
+                capacity = end + max(MIN_SPARE_COLUMNS, end // 4)
+                b, h, _, d = key_states.shape
+                kb = torch.empty((b, h, capacity, d), dtype=key_states.dtype, device=key_states.device)
+                vb = torch.empty((b, h, capacity, value_states.shape[-1]), dtype=value_states.dtype,
+                                 device=value_states.device)
+                if n:
+                    kb[:, :, :n] = self.keys
+                    vb[:, :, :n] = self.values
+                self._key_buffer, self._value_buffer = kb, vb
+            self._key_buffer[:, :, n:end] = key_states
+            self._value_buffer[:, :, n:end] = value_states
+            self.keys = self._key_buffer[:, :, :end]
+            self.values = self._value_buffer[:, :, :end]
+            return self.keys, self.values
+
+        def reset(self) -> None:
+            self._key_buffer = self._value_buffer = None
+            super().reset()
+
+    _GrowingLayer = GrowingLayer
+    return GrowingLayer
+
+
+_GrowingLayer = None
+
+
+def growing_cache(lm: Any) -> Any:
+    """An empty KV cache for ``lm`` whose layers grow in place (``GrowingLayer``), to pass to its
+    forward or ``generate``; None where the model has a layer that is not plain full attention
+    (sliding windows, linear attention: those keep transformers' own cache) or transformers has
+    no per-layer cache classes."""
+    try:
+        from transformers.cache_utils import DynamicCache
+    except ImportError:
+        return None
+    config = getattr(lm, "config", None)
+    text = config.get_text_config(decoder=True) if config is not None else None
+    types = getattr(text, "layer_types", None)
+    if types is not None:
+        if any(t != "full_attention" for t in types):
+            return None
+    elif getattr(text, "sliding_window", None) and getattr(text, "use_sliding_window", True):
+        return None
+    cache = DynamicCache()
+    cache.layer_class_to_replicate = _growing_layer_class()
+    return cache
+
+
+def is_plain_layer(layer: Any) -> bool:
+    """A layer of plain full-attention keys/values: transformers' ``DynamicLayer`` or ours."""
+    from transformers.cache_utils import DynamicLayer
+
+    return type(layer) is DynamicLayer or (_GrowingLayer is not None and type(layer) is _GrowingLayer)

@@ -1,0 +1,105 @@
+"""A rollout option on and off: the same games played in one process, on, off, then on again
+(to see the noise), with whether the episodes are token for token the same.
+
+Options (``RolloutConfig`` fields, both on by default):
+* ``share_prompt_prefix``: the rows' common opening (system prompt, the game's first message)
+  runs once, as one row (``gamerl.core.turn_cache.prefill_shared_prefix``);
+* ``inplace_kv_cache``: decoding writes each token's keys and values into spare columns of the
+  cache instead of concatenating, which copies the whole cache per token
+  (``gamerl.models.kv_cache.growing_cache``).
+
+    python bench/rollout_options_bench.py --preset smollm2-135m --task wordle --games 32
+    python bench/rollout_options_bench.py --preset smollm2-135m --games 32      # Password Game
+    python bench/rollout_options_bench.py --option inplace_kv_cache --preset smollm2-135m-r12 \
+        --model checkpoints/RUN/warmstart --games 32                           # a trained policy
+    python bench/rollout_options_bench.py --quick                               # tiny, seconds
+
+Prints, per run, the wall time of the rollout, the prefill columns a row ran (all turns), the
+tokens run once for all rows, and whether the episodes are token for token the same (and their
+sampling-time log-probs bit for bit, or by how much they differ). The games are the preset's held-out instances (``eval_instances``), the policy the
+preset's model as it comes (no warm start: its answers run longest, the evaluation's worst case)
+unless ``--model`` names another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from gamerl.config import get_config  # noqa: E402
+from gamerl.core.evaluate import eval_instances, local_env_factory  # noqa: E402
+from gamerl.core.rollout import LMPolicy, RolloutConfig, rollout  # noqa: E402
+from gamerl.models import load_policy  # noqa: E402
+
+
+OPTIONS = ("share_prompt_prefix", "inplace_kv_cache")
+
+
+def play(lm, tok, cfg, instances, option: str, on: bool) -> tuple[dict, list]:
+    rcfg = RolloutConfig.from_train_config(cfg)
+    setattr(rcfg, option, on)
+    policy = LMPolicy(lm, tok, rcfg)
+    torch.manual_seed(0)
+    t0 = time.perf_counter()
+    episodes = rollout(policy, tok, instances, local_env_factory(cfg), rcfg)
+    seconds = time.perf_counter() - t0
+    row = {option: on, "seconds": round(seconds, 2),
+           "prefilled_columns": policy.prefilled_tokens,
+           "shared_prefix_tokens": policy.shared_prefix_tokens,
+           "prompt_tokens": episodes[0].prompt_len,
+           "tokens_per_game": round(sum(len(e.token_ids) for e in episodes) / len(episodes), 1),
+           "turns": round(sum(len(e.turns) for e in episodes) / len(episodes), 2)}
+    return row, episodes
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--task", default="password_game")
+    ap.add_argument("--games", type=int, default=32)
+    ap.add_argument("--option", choices=OPTIONS, default="share_prompt_prefix")
+    ap.add_argument("--model", help="the policy (a run's warmstart/ or best/); default: the preset's")
+    ap.add_argument("--quick", action="store_true", help="tiny, 8 games")
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.preset, args.games = "tiny", 8
+    cfg = get_config(args.preset, task=args.task)
+    lm, tok = load_policy(args.model or cfg.model)
+    instances = eval_instances(cfg, args.games)
+    rows, played = [], []
+    for on in (True, False, True):
+        row, episodes = play(lm, tok, cfg, instances, args.option, on)
+        rows.append(row)
+        played.append(episodes)
+        print(json.dumps(row), flush=True)
+    pairs = list(zip(played[0], played[1]))
+    same = sum(a.token_ids == b.token_ids for a, b in pairs)
+    same_logprobs = sum(a.gen_logprobs == b.gen_logprobs for a, b in pairs)  # bit for bit
+    logprob_gap = max((abs(x - y) for a, b in pairs if a.token_ids == b.token_ids
+                       for x, y in zip(a.gen_logprobs, b.gen_logprobs)), default=0.0)
+    off, on = rows[1]["seconds"], min(rows[0]["seconds"], rows[2]["seconds"])
+    result = {"preset": args.preset, "task": args.task, "games": args.games,
+              "model": args.model or cfg.model, "option": args.option,
+              "threads": torch.get_num_threads(), "rows": rows, "same_episodes": same,
+              "same_logprobs": same_logprobs, "max_logprob_gap": logprob_gap,
+              "speedup": round(off / on, 3)}
+    print(f"{args.preset} {args.task}, {args.games} games, {args.option}: off {off:.1f} s, on "
+          f"{on:.1f} s ({off / on:.2f}x); episodes the same: {same} of {args.games} (log-probs bit for bit: "
+          f"{same_logprobs}, largest gap {logprob_gap:.1e})")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
