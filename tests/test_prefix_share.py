@@ -130,3 +130,37 @@ def test_off_under_gradient_checkpointing_and_flash_attention(tiny):
         assert not prefix_share.usable(trunk)
     finally:
         trunk.config._attn_implementation = attn
+
+
+def test_frozen_bottom_shares_the_prefix_too(tiny):
+    """With ``trainable_layers`` (a ``SplitTrunk``) the scoring pass runs the frozen bottom,
+    whose output every update reuses: it runs shared prefixes once like the whole trunk does
+    (before, it ran every row's prompt), with the plain pass's numbers."""
+    from gamerl.models import SplitTrunk
+
+    lm, tok = tiny
+    ids, mask = right_padded(grpo_rows(lm.config.vocab_size, seed=2), tok.pad_token_id)
+    answers = torch.zeros_like(mask)
+    for i, n in enumerate([30] * 3 + [41] * 3 + [25] * 3):
+        answers[i, n:] = mask[i, n:]
+    policy = PolicyWithValue(lm)
+    policy.split = SplitTrunk.of(lm, 2)
+    slots: list[int] = []
+    hook = policy.split.bottom.layers[0].register_forward_hook(
+        lambda module, args, out: slots.append(args[0].shape[0] * args[0].shape[1]))
+    try:
+        with torch.no_grad():
+            passes = {share: forward_policy(policy, ids, mask, SAMPLING, mask=answers,
+                                            derive_support=True, share_prefix=share)
+                      for share in (False, True)}
+    finally:
+        hook.remove()
+    plain_slots, shared_slots = slots[0], sum(slots[1:])
+    assert plain_slots == ids.numel()
+    assert shared_slots == prefix_share.plan(ids, mask).cost < plain_slots
+    m, real = answers.bool(), mask.bool()
+    plain, shared = passes[False], passes[True]
+    torch.testing.assert_close(shared.trunk_cache[real], plain.trunk_cache[real], atol=1e-5,
+                               rtol=1e-5)
+    torch.testing.assert_close(shared.logprobs[m], plain.logprobs[m], atol=1e-5, rtol=0)
+    torch.testing.assert_close(shared.values[m], plain.values[m], atol=1e-5, rtol=1e-5)

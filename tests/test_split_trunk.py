@@ -71,3 +71,48 @@ def test_trainer_path_trains_only_the_top_and_matches_the_full_pass(tiny_dir):
     assert upd["check/first_ratio_max_abs"] < 1e-5 and upd["optimizer_steps"] == 4
     assert all(torch.equal(p, frozen[n]) for n, p in lm.named_parameters() if n in frozen)
     assert any(not torch.equal(p, top[n]) for n, p in lm.named_parameters() if n in top)
+
+
+def test_warm_start_runs_the_frozen_bottom_once_per_demonstration(tiny_dir, tmp_path):
+    """The warm start with ``trainable_layers``: every demonstration's frozen-bottom output is
+    computed once, ahead (``warmstart.frozen_bottoms``), and each step runs only the top layers;
+    its loss is the one a step that ran the whole model computes."""
+    import gamerl.core.warmstart as ws
+
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    cfg = get_config("tiny", model=str(tiny_dir), num_rules=4, max_steps=2, warmstart=True,
+                     warmstart_steps=6, warmstart_examples=8, warmstart_batch_size=4,
+                     warmstart_checkpoint_seconds=0, wandb_mode="disabled", progress=False,
+                     device="cpu", trainable_layers=2)
+    layers = lm_trunk(lm).layers
+    calls = {"bottom": 0, "top": 0}
+    hooks = [layers[0].register_forward_hook(lambda *a: calls.__setitem__("bottom", calls["bottom"] + 1)),
+             layers[-1].register_forward_hook(lambda *a: calls.__setitem__("top", calls["top"] + 1))]
+    try:
+        ws.warm_start(lm, tok, cfg, tmp_path / "warmstart")
+    finally:
+        for h in hooks:
+            h.remove()
+    assert calls["top"] == 6  # one top pass per step
+    assert calls["bottom"] <= 2  # 8 demonstrations in one batch: the shared prefix, the rest
+    # the losses agree: cached bottoms, the bottom run per step, the whole model
+    examples = ws.demonstrations(cfg, tok, seed=1)[:3]
+    split = SplitTrunk.of(lm, 2)
+    bottoms = ws.frozen_bottoms(lm, split, examples, tok.pad_token_id)
+    assert [b.shape[0] for b in bottoms] == [len(ids) for ids, _ in examples]
+    with torch.no_grad():
+        cached = ws.sft_loss(lm, examples, tok.pad_token_id, split, bottoms)
+        per_step = ws.sft_loss(lm, examples, tok.pad_token_id, split)
+        whole = ws.sft_loss(lm, examples, tok.pad_token_id)
+    assert torch.allclose(cached, whole, atol=1e-5) and torch.allclose(per_step, whole, atol=1e-5)
+
+
+def test_warm_start_bottoms_are_not_kept_past_the_memory_cap(tiny_dir, monkeypatch):
+    import gamerl.core.warmstart as ws
+
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    examples = [([5] * 40, [0] * 30 + [1] * 10)] * 4
+    monkeypatch.setattr(ws, "BOTTOM_CACHE_BYTES", 4 * 40 * lm.config.hidden_size * 4 - 1)
+    assert ws.frozen_bottoms(lm, SplitTrunk.of(lm, 1), examples, tok.pad_token_id) is None
+    monkeypatch.setattr(ws, "BOTTOM_CACHE_BYTES", 4 * 40 * lm.config.hidden_size * 4)
+    assert len(ws.frozen_bottoms(lm, SplitTrunk.of(lm, 1), examples, tok.pad_token_id)) == 4

@@ -113,8 +113,8 @@ def forward_policy(policy: PolicyWithValue, input_ids: torch.Tensor,
     cache) skips the bottom entirely: the update passes run the top layers only.
 
     ``share_prefix``: rows that open with the same tokens (a GRPO group's prompt, the system
-    prompt) run the whole trunk over that prefix once (``gamerl.core.prefix_share``; the same
-    numbers up to float rounding)."""
+    prompt) run the whole trunk, or with ``policy.split`` its frozen bottom, over that prefix
+    once (``gamerl.core.prefix_share``; the same numbers up to float rounding)."""
     split: Optional[SplitTrunk] = getattr(policy, "split", None)
     cache = None
     if split is None:
@@ -123,7 +123,8 @@ def forward_policy(policy: PolicyWithValue, input_ids: torch.Tensor,
     else:
         if trunk_input is None:
             with torch.no_grad():  # frozen: no graph below the trained layers
-                trunk_input = cache = split.bottom_states(input_ids, attention_mask)
+                trunk_input = cache = prefix_share.trunk_hidden(
+                    split.bottom, input_ids, attention_mask, share=share_prefix)
         hidden = split.top_states(trunk_input, attention_mask)
     values = F.pad(policy.value_head(hidden)[:, :-1], (1, 0))  # V(state before token t)
     sel = _policy_positions(input_ids, mask, attention_mask)

@@ -26,6 +26,7 @@ from typing import Optional
 
 import torch
 import torch.nn as nn
+from transformers.cache_utils import DynamicCache
 
 from ..models.kv_cache import CACHE_ARG, cache_of
 from ..models.policy import positions_from_mask
@@ -138,8 +139,11 @@ def trunk_hidden(trunk: nn.Module, input_ids: torch.Tensor,
     cols_p = torch.arange(width_p, device=device)
     prefix_ids = input_ids[leader, :width_p]
     prefix_mask = (cols_p[None, :] < prefix_len[:, None]).to(attention_mask.dtype)
+    # A cache that adds a layer as each one runs: the model's default one has a layer for every
+    # layer of its config, and a trunk view (SplitTrunk's frozen bottom) leaves the rest empty.
     first = trunk(input_ids=prefix_ids, attention_mask=prefix_mask,
-                  position_ids=positions_from_mask(prefix_mask), use_cache=True)
+                  position_ids=positions_from_mask(prefix_mask), use_cache=True,
+                  **{CACHE_ARG: DynamicCache()})
     past = cache_of(first)
     if not reusable(past):  # not plain keys/values: the plain pass, as if never planned
         return trunk_hidden(trunk, input_ids, attention_mask, share=False)

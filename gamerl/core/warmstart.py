@@ -78,12 +78,15 @@ def demonstrations(cfg, tokenizer, seed: int) -> list[tuple[list[int], list[int]
     return [(ep.token_ids, ep.policy_mask) for ep in episodes]
 
 
-def sft_loss(lm, batch: list[tuple[list[int], list[int]]], pad_id: int,
-             split=None) -> torch.Tensor:
-    """Mean cross-entropy over the answer tokens (mask 1) of a batch (right padding). With
-    ``split`` (a ``models.SplitTrunk``: only the top layers train) the frozen bottom runs
-    without a graph."""
-    device = lm.device
+# The frozen bottom's output of every demonstration is kept (``frozen_bottoms``) when it takes at
+# most this much memory; else each step runs the bottom over its batch.
+BOTTOM_CACHE_BYTES = 2 << 30
+BOTTOM_BATCH = 16  # demonstrations per bottom pass when they are computed ahead
+
+
+def _padded(batch: list[tuple[list[int], list[int]]], pad_id: int, device
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(ids, attention_mask, labels)`` ``[B, W]``, right padded; labels -100 off the answers."""
     width = max(len(ids) for ids, _ in batch)
     ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
     attn = torch.zeros_like(ids)
@@ -93,12 +96,52 @@ def sft_loss(lm, batch: list[tuple[list[int], list[int]]], pad_id: int,
         ids[i, :len(seq)] = t
         attn[i, :len(seq)] = 1
         labels[i, :len(seq)] = torch.where(torch.tensor(mask, dtype=torch.bool), t, -100)
-    ids, attn, labels = ids.to(device), attn.to(device), labels.to(device)
+    return ids.to(device), attn.to(device), labels.to(device)
+
+
+@torch.no_grad()
+def frozen_bottoms(lm, split, examples: list[tuple[list[int], list[int]]],
+                   pad_id: int) -> Optional[list[torch.Tensor]]:
+    """Each demonstration's frozen-bottom output ``[len, H]``, or None where keeping them would
+    take more than ``BOTTOM_CACHE_BYTES``.
+
+    The bottom's weights never change during the warm start, so its output for a demonstration
+    is the same at every step that samples it: computed once here (``warmstart_steps x
+    batch_size`` samples of ``warmstart_examples`` demonstrations: each one twice in the
+    presets), the steps run only the top layers. The demonstrations go in their own order, in
+    fixed batches, with shared prefixes (the system prompt and first message every one opens
+    with) run once (``prefix_share``): the same numbers on every run, a resumed one included."""
+    from .prefix_share import trunk_hidden
+
+    hidden_size = lm.config.get_text_config().hidden_size
+    element = torch.finfo(next(lm.parameters()).dtype).bits // 8
+    if sum(len(ids) for ids, _ in examples) * hidden_size * element > BOTTOM_CACHE_BYTES:
+        return None
+    bottoms: list[torch.Tensor] = []
+    for start in range(0, len(examples), BOTTOM_BATCH):
+        batch = examples[start:start + BOTTOM_BATCH]
+        ids, attn, _ = _padded(batch, pad_id, lm.device)
+        states = trunk_hidden(split.bottom, ids, attn, share=True)
+        bottoms += [states[i, :len(seq)].clone() for i, (seq, _) in enumerate(batch)]
+    return bottoms
+
+
+def sft_loss(lm, batch: list[tuple[list[int], list[int]]], pad_id: int,
+             split=None, bottoms: Optional[list[torch.Tensor]] = None) -> torch.Tensor:
+    """Mean cross-entropy over the answer tokens (mask 1) of a batch (right padding). With
+    ``split`` (a ``models.SplitTrunk``: only the top layers train) the frozen bottom runs
+    without a graph, or not at all when ``bottoms`` (``frozen_bottoms`` of these rows) is given."""
+    ids, attn, labels = _padded(batch, pad_id, lm.device)
     if split is None:
         hidden = lm.base_model(input_ids=ids, attention_mask=attn).last_hidden_state[:, :-1]
     else:
-        with torch.no_grad():
-            bottom = split.bottom_states(ids, attn)
+        if bottoms is None:
+            from .prefix_share import trunk_hidden
+
+            with torch.no_grad():
+                bottom = trunk_hidden(split.bottom, ids, attn, share=True)
+        else:  # right padded like ids; the pads' states are never attended to
+            bottom = torch.nn.utils.rnn.pad_sequence(bottoms, batch_first=True)
         hidden = split.top_states(bottom, attn)[:, :-1]
     sel = labels[:, 1:] != -100  # the LM head only where there is a label (answers are short)
     logits = lm.get_output_embeddings()(hidden[sel]).float()
@@ -170,6 +213,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
 
         freeze_below_top_layers(lm, cfg.trainable_layers)
         split = SplitTrunk.of(lm, cfg.trainable_layers)
+    bottoms = frozen_bottoms(lm, split, examples, tokenizer.pad_token_id) if split else None
     params = [p for p in lm.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.warmstart_lr, weight_decay=0.0)
     losses, seconds_before = _load_progress(progress_dir, cfg, lm, optimizer, rng)
@@ -182,9 +226,11 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
                total=cfg.warmstart_steps)
     saved_at, save_cost = time.time(), 0.0
     for _ in bar:
-        batch = rng.sample(examples, min(cfg.warmstart_batch_size, len(examples)))
+        # indices: rng.sample draws the same positions from range(n) as from the list itself
+        picks = rng.sample(range(len(examples)), min(cfg.warmstart_batch_size, len(examples)))
         with deterministic_backward(lm.device):  # the update's order fixed (epoch.py)
-            loss = sft_loss(lm, batch, tokenizer.pad_token_id, split)
+            loss = sft_loss(lm, [examples[i] for i in picks], tokenizer.pad_token_id, split,
+                            None if bottoms is None else [bottoms[i] for i in picks])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -228,4 +274,5 @@ def cached_warm_start(cfg, out_dir: str | Path) -> Optional[dict[str, Any]]:
     return data["stats"] if data.get("settings") == _marker(cfg) else None
 
 
-__all__ = ["PROGRESS_DIR", "cached_warm_start", "demonstrations", "sft_loss", "warm_start"]
+__all__ = ["PROGRESS_DIR", "cached_warm_start", "demonstrations", "frozen_bottoms", "sft_loss",
+           "warm_start"]
