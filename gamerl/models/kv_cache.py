@@ -48,8 +48,9 @@ def _growing_layer_class():
         """A ``DynamicLayer`` that writes new keys and values into spare columns of a buffer.
 
         transformers' ``DynamicLayer`` concatenates on every ``update``: each decoded token copies
-        the whole cache of every layer. On a CPU that copy is most of a decoding step (SmolLM2-135M,
-        32 rows of ~600 tokens: ``aten::cat`` 64% of the step; docs/benchmarks.md). Here
+        the whole cache of every layer. On a CPU that copy is a large part of a decoding step
+        (SmolLM2-135M, 32 rows of ~600 tokens: ``aten::cat`` 25% of the step in a torch profile,
+        the rollout 1.11x faster without it; docs/benchmarks.md). Here
         ``keys``/``values`` are views ``buffer[:, :, :n]`` of a ``[B, heads, capacity, head_dim]``
         buffer and an update writes the new columns after them, reallocating (one copy) only when
         the room runs out. Code that assigns ``keys``/``values`` itself (the turn cache selects
