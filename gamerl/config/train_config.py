@@ -602,9 +602,10 @@ SMOLLM2_135M_PRESET = dict(
 # game's own and appear only when revealed, so a win takes at least 3 turns (5 here); the
 # expert's first password holds the rules known ahead with probability 0.95 per next rule (it
 # scores 10.7 of 12, 70% success in 5 turns); the +10 pays a win only; answers grow to ~40
-# tokens. An epoch takes ~3 minutes (5 turns), the warm start ~7 and each 64-game evaluation
-# 3-4, so 8 epochs fit 45 minutes on a quiet machine. Measured over seeds 0 and 1: 2.62 -> 5.86
-# -> 8.77 (8.72-8.83) of 12 rules, 0-12.5% success (docs/benchmarks.md).
+# tokens. On the 2-core AMD EPYC CI runs on, an epoch takes 5-6 minutes (5 turns), the warm
+# start 10.5 and each 64-game evaluation 4.5-6, so 4 epochs: 48.6 minutes, 2.72 -> 6.48 -> 8.61 of
+# 12 rules (seed 0, 2026-11-26); 8 epochs reached 8.72-9.12 over three runs but take 70-85
+# minutes there (42-60 on the Intel Xeon of 2026-11-25; docs/benchmarks.md).
 SMOLLM2_135M_R12_PRESET = dict(
     SMOLLM2_135M_PRESET,
     num_rules=12,
@@ -612,7 +613,7 @@ SMOLLM2_135M_R12_PRESET = dict(
     bonus_min_rules=12,
     max_new_tokens=48,
     max_context_tokens=3072,
-    epochs=8,
+    epochs=4,
     warmstart_extra_prob=0.95,
 )
 
