@@ -78,6 +78,9 @@ def _growing_layer_class():
             n = self.get_seq_length()
             end = n + key_states.shape[-2]
             if not self._in_buffer(end):
+                # the old buffer may no longer back keys/values (the turn cache replaced them
+                # with a copy): let it go before the new one is allocated, not after
+                self._key_buffer = self._value_buffer = None
                 capacity = end + max(MIN_SPARE_COLUMNS, end // 4)
                 b, h, _, d = key_states.shape
                 kb = torch.empty((b, h, capacity, d), dtype=key_states.dtype, device=key_states.device)
