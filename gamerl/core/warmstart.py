@@ -44,6 +44,7 @@ from safetensors.torch import load_model, save_model
 
 from ..runs.checkpoint import (OPTIMIZER_FILE, CheckpointError, atomic_write_dir, find_checkpoint,
                          load_tensors)
+from .prefix_share import trunk_hidden
 
 log = logging.getLogger("gamerl")
 
@@ -111,8 +112,6 @@ def frozen_bottoms(lm, split, examples: list[tuple[list[int], list[int]]],
     presets), the steps run only the top layers. The demonstrations go in their own order, in
     fixed batches, with shared prefixes (the system prompt and first message every one opens
     with) run once (``prefix_share``): the same numbers on every run, a resumed one included."""
-    from .prefix_share import trunk_hidden
-
     hidden_size = lm.config.get_text_config().hidden_size
     element = torch.finfo(next(lm.parameters()).dtype).bits // 8
     if sum(len(ids) for ids, _ in examples) * hidden_size * element > BOTTOM_CACHE_BYTES:
@@ -136,8 +135,6 @@ def sft_loss(lm, batch: list[tuple[list[int], list[int]]], pad_id: int,
         hidden = lm.base_model(input_ids=ids, attention_mask=attn).last_hidden_state[:, :-1]
     else:
         if bottoms is None:
-            from .prefix_share import trunk_hidden
-
             with torch.no_grad():
                 bottom = trunk_hidden(split.bottom, ids, attn, share=True)
         else:  # right padded like ids; the pads' states are never attended to
