@@ -58,3 +58,29 @@ def test_inplace_kv_cache_bench_quick(tmp_path):
     assert result["same_episodes"] == result["same_logprobs"] == result["games"] == 8
     assert result["max_logprob_gap"] == 0.0
     assert on["prefilled_columns"] == off["prefilled_columns"]
+
+
+@pytest.mark.slow
+def test_preset_phases_bench_tiny(tmp_path):
+    """``bench/preset_phases.py`` on the tiny preset: the Trainer's phases each timed once (two
+    model loads, the zero-shot evaluation, the warm start, one epoch with its parts) and the
+    whole run computed from them as its docstring says."""
+    out = tmp_path / "phases.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "preset_phases.py"), "--preset",
+                           "tiny", "--set", "warmstart_steps=2", "--set", "episodes_per_epoch=4",
+                           "--set", "eval_episodes=4", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    names = [p["phase"] for p in result["phases"]]
+    assert names == ["load_policy", "evaluate (zero-shot)", "warm_start", "load_policy",
+                     "trainer init (all)", "epoch 1"]
+    epoch = result["phases"][-1]
+    assert epoch["rollout_seconds"] > 0 and epoch["update_seconds"] > 0
+    assert epoch["seconds"] >= epoch["rollout_seconds"] + epoch["update_seconds"]
+    seconds = {p["phase"]: p["seconds"] for p in result["phases"]}
+    whole = result["projected_whole_run"]
+    assert whole["epochs"] == 30  # the tiny preset's
+    assert whole["seconds"] == pytest.approx(
+        seconds["trainer init (all)"] + 2 * seconds["evaluate (zero-shot)"]
+        + 30 * seconds["epoch 1"], abs=0.2)
