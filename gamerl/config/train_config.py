@@ -524,8 +524,9 @@ TINY_PRESET = dict(
 #   thinking off: short first passwords for the rules known ahead, repairs up to rule 12, the
 #   solver's password once a later rule breaks (the expert wins every 26-rule game within 30
 #   turns, in 8 on average). 100 steps of 8 at lr 1e-5 (a usual full fine-tuning rate for a
-#   0.6B model): an estimate, not measured on Qwen3-0.6B's weights (no GPU here); the path runs
-#   end to end on qwen3-0.6b-random (tests/test_real_models.py, opt-in).
+#   0.6B model): an estimate, not measured on Qwen3-0.6B's weights (no hub here); the path runs
+#   end to end on qwen3-0.6b-random (tests/test_real_models.py, opt-in), and on an H200 its
+#   warm start took 69 s, a 32-game evaluation 389 s and 73 GB (docs/benchmarks.md).
 QWEN3_0_6B_PRESET = dict(
     model="Qwen/Qwen3-0.6B",
     gradient_checkpointing=True,
