@@ -84,3 +84,18 @@ def test_preset_phases_bench_tiny(tmp_path):
     assert whole["seconds"] == pytest.approx(
         seconds["trainer init (all)"] + 2 * seconds["evaluate (zero-shot)"]
         + 30 * seconds["epoch 1"], abs=0.2)
+
+
+@pytest.mark.slow
+def test_rollout_memory_bench_quick(tmp_path):
+    """``bench/rollout_memory.py --quick`` (tiny, 8 games): the turn cache was measured after
+    the carried turns and the peak memory read."""
+    out = tmp_path / "memory.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "rollout_memory.py"), "--quick",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert result["games"] == 8 and result["tokens"] > 0
+    assert result["max_cache_gb_after_extend"] > 0
+    assert result["peak_rss_above_start_gb"] is not None
