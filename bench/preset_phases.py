@@ -1,7 +1,7 @@
 """A preset's phases timed on this machine, through the trainer's own code, with peak memory.
 
     python bench/preset_phases.py --preset qwen3-0.6b --model qwen3-0.6b-random \\
-        --json bench/results/preset_phases_qwen3_h100.json      # on a GPU
+        --json bench/results/preset_phases_qwen3_h200.json      # on a GPU
     python bench/preset_phases.py --preset tiny --set warmstart_steps=2 --json /tmp/p.json
 
 Why: a whole preset run (three held-out evaluations, the warm start, every PPO epoch) can take
