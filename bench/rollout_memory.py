@@ -32,25 +32,7 @@ from gamerl.core import turn_cache  # noqa: E402
 from gamerl.core.evaluate import eval_instances, local_env_factory  # noqa: E402
 from gamerl.core.rollout import LMPolicy, RolloutConfig, rollout  # noqa: E402
 from gamerl.models import load_policy  # noqa: E402
-
-
-def proc_status_bytes(key: str) -> int | None:
-    """``VmRSS``/``VmHWM`` from /proc/self/status (None where there is none)."""
-    try:
-        for line in open("/proc/self/status"):
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def reset_peak_rss() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
+from procmem import reset_peak, status_bytes  # noqa: E402  (bench/, the script's folder)
 
 
 def cache_bytes(past) -> int:
@@ -88,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     lm, tok = load_policy(cfg.model, device="cpu")
     rcfg = RolloutConfig.from_train_config(cfg)
     policy = LMPolicy(lm, tok, rcfg)
-    peak_known = reset_peak_rss()
-    start_rss = proc_status_bytes("VmRSS")
+    peak_known = reset_peak()
+    start_rss = status_bytes("VmRSS")
     turn_cache.TurnCache.extend = measured_extend
     try:
         t0 = time.perf_counter()
@@ -97,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.perf_counter() - t0
     finally:
         turn_cache.TurnCache.extend = extend
-    peak = proc_status_bytes("VmHWM") if peak_known else None
+    peak = status_bytes("VmHWM") if peak_known else None
     result = {"preset": preset, "model": cfg.model, "games": len(episodes),
               "seconds": round(seconds, 1), "tokens": sum(len(e.token_ids) for e in episodes),
               "max_cache_gb_after_extend": round(max(held, default=0) / 1e9, 3),

@@ -51,6 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 sys.path.insert(0, str(REPO))
 
+from procmem import status_bytes  # noqa: E402  (bench/, the script's folder)
 from tasks.common.client import find_free_port, stop_server, wait_for_server  # noqa: E402
 from tasks.password_game import make_instance  # noqa: E402  (the same in every version)
 
@@ -72,10 +73,8 @@ def start(root: Path, module: str, *args: str) -> tuple[subprocess.Popen, str]:
 
 
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    rss = status_bytes("VmRSS", pid)
+    return float("nan") if rss is None else rss / 2**20
 
 
 def closed(sock: socket.socket) -> bool:

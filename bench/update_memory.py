@@ -34,16 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from gamerl.config import get_config  # noqa: E402
+from procmem import status_bytes  # noqa: E402  (bench/, the script's folder)
 from gamerl.models import (PolicyWithValue, load_policy, qwen3_0_6b_config,  # noqa: E402
                            set_gradient_checkpointing)
 from gamerl.core.scoring import Sampling  # noqa: E402
 from gamerl.core.epoch import (PPOBatch, compute_advantages, forward_policy, make_optimizer,
                                ppo_update, reference_logprobs, support_rows)
-
-
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def peak_bytes() -> int:
@@ -102,7 +98,7 @@ def main(argv=None) -> int:
     init_s = time.perf_counter() - t0
     ids, mask, rewards = episode(args.tokens, args.policy_tokens, args.turns, vocab)
     am = torch.ones_like(ids)
-    base = rss_bytes()
+    base = status_bytes("VmRSS")
     sampling = Sampling.from_config(cfg)
 
     t1 = time.perf_counter()

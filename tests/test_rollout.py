@@ -504,6 +504,39 @@ def test_turn_cache_extend_keeps_a_whole_cache_and_lets_replaced_buffers_go():
     assert ids.shape == (2, 7)
 
 
+def test_growing_layer_lets_its_buffer_go_when_transformers_replaces_its_tensors():
+    """The release lives in the layer, not in our callers: transformers' own cache methods that
+    select rows (``batch_select_indices``: beam search, assisted decoding) free the old buffer
+    at once; ``crop`` keeps a view of it, so the next update writes in place after the cut."""
+    import gc
+    import weakref
+
+    from gamerl.models.kv_cache import growing_cache
+
+    cache = growing_cache(build_tiny_for_cache())
+    for i in range(2):
+        cache.update(torch.randn(3, 2, 5, 4), torch.randn(3, 2, 5, 4), i)
+    expected = [layer.keys[[0, 2], :, :4].clone() for layer in cache.layers]
+    buffer = cache.layers[0]._key_buffer
+    cache.crop(-1)  # a view: the buffer stays and the next column is written into it
+    assert cache.layers[0]._key_buffer is buffer
+    cache.update(torch.zeros(3, 2, 1, 4), torch.zeros(3, 2, 1, 4), 0)
+    assert cache.layers[0].keys.data_ptr() == buffer.data_ptr()
+    assert bool((cache.layers[0].keys[:, :, 4] == 0).all())
+    del buffer
+
+    old = [weakref.ref(layer._key_buffer) for layer in cache.layers]
+    old_values = [weakref.ref(layer._value_buffer) for layer in cache.layers]
+    cache.layers[0].crop(-1)  # back to 4 columns like layer 1
+    cache.batch_select_indices(torch.tensor([0, 2]))
+    gc.collect()
+    assert all(ref() is None for ref in old + old_values)
+    for layer, keys in zip(cache.layers, expected):
+        assert torch.equal(layer.keys, keys)
+    cache.update(torch.ones(2, 2, 1, 4), torch.ones(2, 2, 1, 4), 1)  # a new buffer, same numbers
+    assert torch.equal(cache.layers[1].keys[:, :, :4], expected[1])
+
+
 def build_tiny_for_cache():
     """A config-only stand-in: ``growing_cache`` reads only the model's config."""
     from types import SimpleNamespace

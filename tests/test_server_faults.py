@@ -12,6 +12,7 @@ import time
 import httpx
 import pytest
 
+from conftest import rss_bytes  # pytest (prepend import mode) puts tests/ on sys.path
 from tasks.common.client import find_free_port, start_server, stop_server
 
 HOST = "127.0.0.1"
@@ -82,10 +83,7 @@ def test_slow_bodies_are_answered_408_and_closed(password_server):
 
 
 def rss_mb(pid: int) -> float:
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
+    return rss_bytes(pid) / 2**20
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"),

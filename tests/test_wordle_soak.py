@@ -15,6 +15,7 @@ import time
 import httpx
 import pytest
 
+from conftest import rss_bytes  # pytest (prepend import mode) puts tests/ on sys.path
 from tasks.wordle.client import find_free_port, start_server, stop_server
 from tasks.wordle.game import make_instance
 
@@ -23,12 +24,6 @@ MIN_EPISODES = 1000
 BUDGET_S = 40.0
 MAX_SESSIONS = 200
 SAMPLE_EVERY = 100
-PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/statm") as f:
-        return int(f.read().split()[1]) * PAGE
 
 
 def play(http: httpx.Client, episode: int) -> None:

@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 from transformers.cache_utils import DynamicCache
 
-from ..models.kv_cache import CACHE_ARG, cache_of, set_keys_values
+from ..models.kv_cache import CACHE_ARG, cache_of
 from ..models.policy import positions_from_mask
 from .turn_cache import reusable
 
@@ -148,7 +148,7 @@ def trunk_hidden(trunk: nn.Module, input_ids: torch.Tensor,
     if not reusable(past):  # not plain keys/values: the plain pass, as if never planned
         return trunk_hidden(trunk, input_ids, attention_mask, share=False)
     for layer in past.layers:  # [G, heads, P, head_dim] -> one copy per member row
-        set_keys_values(layer, layer.keys[group], layer.values[group])
+        layer.keys, layer.values = layer.keys[group], layer.values[group]
 
     # The rest of each row: tokens prefix_len .. length-1, right padded to S.
     start = prefix_len[group]  # [B]

@@ -34,7 +34,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from ..models.kv_cache import CACHE_ARG, cache_of, is_plain_layer, set_keys_values
+from ..models.kv_cache import CACHE_ARG, cache_of, is_plain_layer
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad_id: int,
@@ -91,8 +91,8 @@ def prefill_shared_prefix(lm: Any, contexts: Sequence[Sequence[int]], pad_id: in
     rows = len(contexts)
     for layer in past.layers:  # [1, heads, T, head_dim] -> [B, ...]: generate's first step
         # concatenates, which copies them
-        set_keys_values(layer, layer.keys.expand(rows, -1, -1, -1),
-                        layer.values.expand(rows, -1, -1, -1))
+        layer.keys = layer.keys.expand(rows, -1, -1, -1)
+        layer.values = layer.values.expand(rows, -1, -1, -1)
     rest_ids, rest_mask = left_pad([c[shared:] for c in contexts], pad_id, device)
     ids = torch.cat([prefix.expand(rows, -1), rest_ids], dim=1)
     mask = torch.cat([torch.ones((rows, shared), dtype=rest_mask.dtype, device=rest_mask.device),
@@ -172,7 +172,8 @@ class TurnCache:
         # Every row stays, in order, and every column: the cache is used as it is (a growing
         # layer keeps its spare room). Else a layer at a time, so that only one layer's old
         # keys and its copy live together (a copy of every layer while the old ones lived was
-        # most of a 73 GB peak at Qwen3-0.6B's size: kv_cache.set_keys_values).
+        # most of a 73 GB peak at Qwen3-0.6B's size; a growing layer lets its buffer go when
+        # its keys and values are replaced: kv_cache.GrowingLayer).
         same_rows, all_columns = rows == list(range(len(self.episodes))), bool(keep_cached.all())
         if not (same_rows and all_columns):
             for layer in past.layers:  # rows, then columns: [B, heads, T, head_dim]
@@ -181,7 +182,7 @@ class TurnCache:
                     keys, values = keys[index], values[index]
                 if not all_columns:
                     keys, values = keys[:, :, keep_cached], values[:, :, keep_cached]
-                set_keys_values(layer, keys, values)
+                layer.keys, layer.values = keys, values
         new_ids, new_mask = left_pad(suffixes, pad_id, ids.device)  # rows end together
         new_ids, new_mask = new_ids.to(ids.dtype), new_mask.to(mask.dtype)
         self.past = None

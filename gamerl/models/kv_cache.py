@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib.metadata import version
 from typing import Any
 
-__all__ = ["CACHE_ARG", "cache_of", "growing_cache", "is_plain_layer", "set_keys_values"]
+__all__ = ["CACHE_ARG", "cache_of", "growing_cache", "is_plain_layer"]
 
 
 def _major_minor(text: str) -> tuple[int, int]:
@@ -53,19 +53,45 @@ def _growing_layer_class():
         the rollout 1.11x faster without it; docs/benchmarks.md). Here
         ``keys``/``values`` are views ``buffer[:, :, :n]`` of a ``[B, heads, capacity, head_dim]``
         buffer and an update writes the new columns after them, reallocating (one copy) only when
-        the room runs out. Code that replaces ``keys``/``values`` (the turn cache selects rows
-        and columns, the shared prefix expands one row) goes through ``set_keys_values``, which
-        lets the buffer go at once; the next update copies the new tensors into a new buffer,
-        which is what a concatenation would have done.
+        the room runs out. Code that replaces ``keys``/``values`` with tensors of their own (the
+        turn cache selects rows and columns, the shared prefix expands one row, transformers'
+        ``batch_select_indices``) lets the buffer go at the assignment: kept until the next
+        update, every layer's old buffer and its replacement lived at once while the turn cache
+        went through the layers, most of a 73 GB peak of a 32-game Qwen3-0.6B evaluation on an
+        H200 (docs/benchmarks.md). A view of the buffer (``crop``) keeps it. The next update
+        copies replaced tensors into a new buffer, which is what a concatenation would have done.
         The numbers are the same as ``DynamicLayer``'s; only the copies are saved."""
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._key_buffer = self._value_buffer = None
+        _key_buffer = _value_buffer = None  # class defaults: DynamicLayer.__init__ assigns keys
+
+        @staticmethod
+        def _backs(buffer: Any, tensor: Any) -> bool:
+            return (buffer is not None and tensor is not None
+                    and tensor.untyped_storage().data_ptr() == buffer.untyped_storage().data_ptr())
+
+        @property
+        def keys(self) -> Any:
+            return self._keys
+
+        @keys.setter
+        def keys(self, tensor: Any) -> None:
+            if not self._backs(self._key_buffer, tensor):
+                self._key_buffer = None  # replaced: the buffer goes now, not at the next update
+            self._keys = tensor
+
+        @property
+        def values(self) -> Any:
+            return self._values
+
+        @values.setter
+        def values(self, tensor: Any) -> None:
+            if not self._backs(self._value_buffer, tensor):
+                self._value_buffer = None
+            self._values = tensor
 
         def _in_buffer(self, needed: int) -> bool:
             kb, vb = self._key_buffer, self._value_buffer
-            return (kb is not None and kb.shape[-2] >= needed
+            return (kb is not None and vb is not None and kb.shape[-2] >= needed
                     and self.keys.shape[:2] == kb.shape[:2] and self.values.shape[:2] == vb.shape[:2]
                     and self.keys.data_ptr() == kb.data_ptr() and self.keys.stride() == kb.stride()
                     and self.values.data_ptr() == vb.data_ptr()
@@ -79,9 +105,7 @@ def _growing_layer_class():
             n = self.get_seq_length()
             end = n + key_states.shape[-2]
             if not self._in_buffer(end):
-                # the old buffer may no longer back keys/values (the turn cache replaced them
-                # with a copy): let it go before the new one is allocated, not after
-                self._key_buffer = self._value_buffer = None
+                # no room (or replaced): a new buffer with spare room, the columns so far copied
                 capacity = end + max(MIN_SPARE_COLUMNS, end // 4)
                 b, h, _, d = key_states.shape
                 kb = torch.empty((b, h, capacity, d), dtype=key_states.dtype, device=key_states.device)
@@ -137,11 +161,3 @@ def is_plain_layer(layer: Any) -> bool:
     return type(layer) is DynamicLayer or (_GrowingLayer is not None and type(layer) is _GrowingLayer)
 
 
-def set_keys_values(layer: Any, keys: Any, values: Any) -> None:
-    """Replace a cache layer's ``keys`` and ``values`` (selected rows or columns, an expanded
-    row). A growing layer lets its buffer go now: kept until its next update, every layer's old
-    buffer and its replacement lived at once while the turn cache went through the layers, and
-    a 32-game Qwen3-0.6B evaluation peaked at 73 GB on an H200 (docs/benchmarks.md)."""
-    if hasattr(layer, "_key_buffer"):
-        layer._key_buffer = layer._value_buffer = None
-    layer.keys, layer.values = keys, values
