@@ -6,12 +6,19 @@ Options (``RolloutConfig`` fields, both on by default):
   runs once, as one row (``gamerl.core.turn_cache.prefill_shared_prefix``);
 * ``inplace_kv_cache``: decoding writes each token's keys and values into spare columns of the
   cache instead of concatenating, which copies the whole cache per token
-  (``gamerl.models.kv_cache.growing_cache``).
+  (``gamerl.models.kv_cache.growing_cache``);
+* ``drop_finished_rows``: rows that have answered leave the decoding batch
+  (``gamerl.core.decode``; off: ``generate``, which feeds them padding until the turn's longest
+  answer ends). It draws its random numbers for the remaining rows only, so the episodes are
+  other samples of the same policy, not the same tokens: compare the decoded row-steps, the
+  answer lengths and the rules satisfied instead.
 
     python bench/rollout_options_bench.py --preset smollm2-135m --task wordle --games 32
     python bench/rollout_options_bench.py --preset smollm2-135m --games 32      # Password Game
     python bench/rollout_options_bench.py --option inplace_kv_cache --preset smollm2-135m-r12 \
         --model checkpoints/RUN/warmstart --games 32                           # a trained policy
+    python bench/rollout_options_bench.py --option drop_finished_rows --preset smollm2-135m-r12 \
+        --model checkpoints/RUN/warmstart --games 32
     python bench/rollout_options_bench.py --quick                               # tiny, seconds
 
 Prints, per run, the wall time of the rollout, the prefill columns a row ran (all turns), the
@@ -37,11 +44,11 @@ import torch  # noqa: E402
 
 from gamerl.config import get_config  # noqa: E402
 from gamerl.core.evaluate import eval_instances, local_env_factory  # noqa: E402
-from gamerl.core.rollout import LMPolicy, RolloutConfig, rollout  # noqa: E402
+from gamerl.core.rollout import LMPolicy, RolloutConfig, rollout, summarize  # noqa: E402
 from gamerl.models import load_policy  # noqa: E402
 
 
-OPTIONS = ("share_prompt_prefix", "inplace_kv_cache")
+OPTIONS = ("share_prompt_prefix", "inplace_kv_cache", "drop_finished_rows")
 
 
 def play(lm, tok, cfg, instances, option: str, on: bool) -> tuple[dict, list]:
@@ -57,7 +64,12 @@ def play(lm, tok, cfg, instances, option: str, on: bool) -> tuple[dict, list]:
            "shared_prefix_tokens": policy.shared_prefix_tokens,
            "prompt_tokens": episodes[0].prompt_len,
            "tokens_per_game": round(sum(len(e.token_ids) for e in episodes) / len(episodes), 1),
-           "turns": round(sum(len(e.turns) for e in episodes) / len(episodes), 2)}
+           "turns": round(sum(len(e.turns) for e in episodes) / len(episodes), 2),
+           "decoded_row_steps": policy.decoded_row_steps,
+           "answer_tokens_per_turn": round(sum(ep.policy_mask.count(1) for ep in episodes)
+                                           / max(1, sum(len(e.turns) for e in episodes)), 1),
+           **{k: round(v, 3) for k, v in summarize(episodes, cfg).items()
+              if k in ("reward", "success_rate", "rules_satisfied", "win_rate")}}
     return row, episodes
 
 

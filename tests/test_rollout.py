@@ -15,6 +15,7 @@ from gamerl.models import IM_END, PolicyWithValue, build_tiny, chat_prompt, load
 from gamerl.core.rollout import (Answer, LMPolicy, RolloutConfig, ScriptedPolicy, encode,
                                  episodes_to_batch, first_messages, rollout)
 from gamerl.games.password_game import extract_password, feedback_message
+from gamerl.core.decode import sample_turn
 from gamerl.core.scoring import Sampling
 from gamerl.core.epoch import forward_policy
 from tasks.password_game import GameConfig, LocalPasswordGameEnv
@@ -83,29 +84,36 @@ def test_answer_without_password_is_a_valid_bad_move(tiny):
 # ----------------------------------------------------------------------------- batching
 
 
-def test_one_generate_call_per_turn_for_all_live_episodes(tiny):
+@pytest.mark.parametrize("drop_finished_rows", [True, False])
+def test_one_generate_call_per_turn_for_all_live_episodes(tiny, monkeypatch, drop_finished_rows):
+    """One batched call per turn (our decoding loop, or ``generate`` with it off)."""
+    import gamerl.core.rollout as rollout_module
+
     lm, tok = tiny
     calls = []
-    real_generate = lm.generate
 
-    def counting_generate(*args, **kwargs):
-        calls.append(kwargs["input_ids"].shape[0])
-        return real_generate(*args, **kwargs)
+    def counting(real):
+        def call(*args, **kwargs):
+            ids = kwargs["input_ids"] if "input_ids" in kwargs else args[1]
+            calls.append(ids.shape[0])
+            return real(*args, **kwargs)
+        return call
 
-    lm.generate = counting_generate
-    try:
-        torch.manual_seed(0)
-        # num_rules=2 (>= 5 characters, a digit): the random model's answers win or not by
-        # chance, so episodes end at different turns and the live batch shrinks.
-        seeds = list(range(12))
-        eps = rollout(LMPolicy(lm, tok, rcfg()), tok, seeds, env_factory(num_rules=2), rcfg())
-    finally:
-        del lm.generate
+    if drop_finished_rows:
+        monkeypatch.setattr(rollout_module, "sample_turn", counting(rollout_module.sample_turn))
+    else:
+        monkeypatch.setattr(lm, "generate", counting(lm.generate))
+    torch.manual_seed(0)
+    # num_rules=2 (>= 5 characters, a digit): the random model's answers win or not by
+    # chance, so episodes end at different turns and the live batch shrinks.
+    seeds = list(range(12))
+    cfg = rcfg(drop_finished_rows=drop_finished_rows)
+    eps = rollout(LMPolicy(lm, tok, cfg), tok, seeds, env_factory(num_rules=2), cfg)
     turns_played = max(len(ep.turns) for ep in eps)
     assert len(calls) == turns_played  # one call per turn, never one per episode
     for t, batch in enumerate(calls):  # each call held exactly the episodes still playing
         assert batch == sum(len(ep.turns) > t for ep in eps)
-    print("live episodes per generate call:", calls)
+    print("live episodes per call:", calls)
     assert calls[0] == len(seeds) and calls == sorted(calls, reverse=True)
     assert len(set(calls)) > 1, "every episode ended at the same turn: batch shrinking untested"
 
@@ -561,34 +569,31 @@ def test_growing_cache_only_for_plain_full_attention():
     assert growing_cache(SimpleNamespace(config=sliding)) is None
 
 
-def test_inplace_kv_cache_plays_the_same_episodes(tiny):
+def test_inplace_kv_cache_plays_the_same_episodes(tiny, monkeypatch):
     """The rollout with the cache that grows in place (the default) and with transformers'
     concatenating cache: token for token the same episodes, the same sampling-time log-probs,
     over turns that carry the cache and a first turn with a shared prefix; and the default
     path really uses the growing layers."""
-    from gamerl.models.kv_cache import cache_of, is_plain_layer
+    import gamerl.core.rollout as rollout_module
+    from gamerl.models.kv_cache import is_plain_layer
 
     lm, tok = tiny
     played, seen = {}, {}
     for inplace in (True, False):
         cfg = rcfg(inplace_kv_cache=inplace)
         policy = LMPolicy(lm, tok, cfg)
-        original = policy.lm.generate
         kinds: set = set()
 
-        def generate(*a, _original=original, _kinds=kinds, **k):
-            out = _original(*a, **k)
-            layers = cache_of(out).layers
+        def decode(*a, _kinds=kinds, **k):
+            out = sample_turn(*a, **k)
+            layers = out.past.layers
             _kinds.update(type(layer).__name__ for layer in layers)
             assert all(is_plain_layer(layer) for layer in layers)
             return out
 
-        policy.lm.generate = generate
-        try:
-            torch.manual_seed(7)
-            played[inplace] = rollout(policy, tok, list(range(12)), env_factory(num_rules=2), cfg)
-        finally:
-            del policy.lm.generate
+        monkeypatch.setattr(rollout_module, "sample_turn", decode)
+        torch.manual_seed(7)
+        played[inplace] = rollout(policy, tok, list(range(12)), env_factory(num_rules=2), cfg)
         seen[inplace] = kinds
     assert seen == {True: {"GrowingLayer"}, False: {"DynamicLayer"}}
     assert max(len(ep.turns) for ep in played[True]) == 3

@@ -183,7 +183,8 @@ def test_recorded_logprobs_are_the_frequencies_generate_samples(tiny):
 
 def test_generate_keeps_no_per_step_logits(tiny, monkeypatch):
     """The recorder replaces output_logits ([B, steps, vocab] per turn: 3 GB at B 20 x 256
-    steps x Qwen's vocabulary): generate is asked for no logits or scores."""
+    steps x Qwen's vocabulary): generate (the path with ``drop_finished_rows`` off) is asked
+    for no logits or scores. gamerl.core.decode keeps one [B, vocab] row of scores at a time."""
     lm, tok = tiny
     seen = {}
     real = lm.generate
@@ -193,7 +194,7 @@ def test_generate_keeps_no_per_step_logits(tiny, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(lm, "generate", spy)
-    policy = LMPolicy(lm, tok, RolloutConfig(max_new_tokens=4))
+    policy = LMPolicy(lm, tok, RolloutConfig(max_new_tokens=4, drop_finished_rows=False))
     answers = policy([encode(tok, "Rule 1")] * 2, [None] * 2)
     assert not seen.get("output_logits") and not seen.get("output_scores")
     assert any(isinstance(p, SampledLogprobs) for p in seen["logits_processor"])

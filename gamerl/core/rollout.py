@@ -16,8 +16,10 @@ Tokens are appended, never re-tokenized ("token in, token out"), so what PPO tra
 sampled. Each turn's reward sits on that turn's last policy token; environment tokens (mask 0) never
 carry a reward, a log-prob or a loss.
 
-Batching: at each turn ALL live episodes generate their next answer in ONE ``generate`` call
-(left padding so every row ends at the same column, KV cache on). Episodes that ended drop out.
+Batching: at each turn ALL live episodes generate their next answer in ONE batched call (left
+padding so every row ends at the same column, KV cache on). Episodes that ended drop out; within
+a turn, rows that have answered stop being decoded (``gamerl.core.decode``; ``generate`` would
+feed them padding until the longest answer ends).
 The KV cache of one turn's call carries over to the next (``gamerl.core.turn_cache``): a turn
 prefills only its new tokens, not the whole conversation again. On the first turn the tokens every
 row opens with (the system prompt and, where the game's first message is the same text, that too)
@@ -47,7 +49,8 @@ from ..progress import tqdm
 from ..games.base import Task, TooManySessionsError, instance_seed
 from ..games.registry import get_task
 from ..models import ENDOFTEXT, IM_END, chat_prompt
-from ..models.kv_cache import CACHE_ARG, cache_of, growing_cache
+from ..models.kv_cache import CACHE_ARG, cache_of, plain_cache
+from .decode import sample_turn
 from .scoring import Sampling, SampledLogprobs, sampling_processors
 from .sessions import EpisodeLost
 from .turn_cache import TurnCache, left_pad, prefill_shared_prefix
@@ -187,6 +190,7 @@ class RolloutConfig:
     reuse_kv_cache: bool = True  # prefill only each turn's new tokens (gamerl.core.turn_cache)
     share_prompt_prefix: bool = True  # run the rows' common opening tokens once (turn_cache)
     inplace_kv_cache: bool = True  # decode into spare cache columns, no per-token copy (kv_cache)
+    drop_finished_rows: bool = True  # stop decoding rows that have answered (gamerl.core.decode)
     task: str = "password_game"  # gamerl.games.TASKS
 
     @classmethod
@@ -224,6 +228,7 @@ class LMPolicy:
         self.turn_cache: Optional[TurnCache] = None  # the last call's, for the next turn
         self.prefilled_tokens = 0  # prefill width (columns a row runs before sampling), all calls
         self.shared_prefix_tokens = 0  # tokens run once for all rows of a call (turn_cache), all calls
+        self.decoded_row_steps = 0  # rows x decoding steps the model ran after prefills, all calls
 
     def _inputs(self, contexts: list[list[int]], episodes: list[Episode]):
         """``(input_ids, attention_mask, past)`` for this call's ``generate``: the last call's
@@ -250,8 +255,12 @@ class LMPolicy:
 
     def _empty_cache(self):
         """The cache a fresh prefill fills: one that grows in place (``kv_cache.growing_cache``:
-        no copy of the whole cache per decoded token), or None for generate's own."""
-        return growing_cache(self.lm) if self.cfg.inplace_kv_cache else None
+        no copy of the whole cache per decoded token), else transformers' plain layers where
+        finished rows are dropped (``decode``: it splits plain keys and values), or None for the
+        model's own (also for models with other than full-attention layers)."""
+        if self.cfg.inplace_kv_cache or self.cfg.drop_finished_rows:
+            return plain_cache(self.lm, growing=self.cfg.inplace_kv_cache)
+        return None
 
     @torch.no_grad()
     def __call__(self, contexts: list[list[int]], episodes: list[Episode]) -> list[Answer]:
@@ -269,20 +278,37 @@ class LMPolicy:
             sampling = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
                             logits_processor=processors)
         was_training = self.lm.training
-        self.lm.eval()  # the shared-prefix pass and generate both run in eval mode
+        self.lm.eval()  # the shared-prefix pass and decoding both run in eval mode
         try:
             ids, mask, past = self._inputs(contexts, episodes)
             width = ids.shape[1]
             self.generate_calls += 1
-            out = self.lm.generate(
-                input_ids=ids, attention_mask=mask, **{CACHE_ARG: past},
-                max_new_tokens=cfg.max_new_tokens, eos_token_id=self.stop_ids,
-                pad_token_id=tok.pad_token_id, use_cache=True, return_dict_in_generate=True,
-                **sampling)
+            if cfg.drop_finished_rows and past is not None:
+                # our loop: the same sampling as generate, without the rows that have answered
+                # (a growing or carried cache: plain keys and values, which it can split)
+                out = sample_turn(
+                    self.lm, ids, mask, past, max_new_tokens=cfg.max_new_tokens,
+                    stop_ids=self.stop_ids, pad_id=tok.pad_token_id,
+                    processors=None if cfg.greedy else sampling_processors(
+                        Sampling.from_config(cfg)),
+                    do_sample=not cfg.greedy,
+                    record_logprobs=cfg.record_logprobs and not cfg.greedy)
+                self.decoded_row_steps += out.row_steps
+                sequences, cache, recorded = out.sequences, out.past, out.logprobs
+            else:
+                out = self.lm.generate(
+                    input_ids=ids, attention_mask=mask, **{CACHE_ARG: past},
+                    max_new_tokens=cfg.max_new_tokens, eos_token_id=self.stop_ids,
+                    pad_token_id=tok.pad_token_id, use_cache=True, return_dict_in_generate=True,
+                    **sampling)
+                sequences, cache = out.sequences, cache_of(out)
+                recorded = (recorder.finish(sequences[:, width:]) if recorder is not None
+                            else None)
+                self.decoded_row_steps += ids.shape[0] * max(sequences.shape[1] - width - 1, 0)
         finally:
             self.lm.train(was_training)
-        new = out.sequences[:, width:]
-        logprobs = recorder.finish(new).cpu() if recorder is not None else None
+        new = sequences[:, width:]
+        logprobs = recorded.cpu() if recorded is not None else None
         new = new.cpu()
         answers = []
         stops = torch.tensor(self.stop_ids)
@@ -294,8 +320,7 @@ class LMPolicy:
                                   logprobs[i, :n].tolist() if logprobs is not None else None))
         if cfg.reuse_kv_cache:
             self.turn_cache = TurnCache.after_generate(
-                episodes, contexts, [a.token_ids for a in answers], mask, out.sequences,
-                cache_of(out))
+                episodes, contexts, [a.token_ids for a in answers], mask, sequences, cache)
         return answers
 
 

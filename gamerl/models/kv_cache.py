@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib.metadata import version
 from typing import Any
 
-__all__ = ["CACHE_ARG", "cache_of", "growing_cache", "is_plain_layer"]
+__all__ = ["CACHE_ARG", "cache_of", "growing_cache", "is_plain_layer", "plain_cache"]
 
 
 def _major_minor(text: str) -> tuple[int, int]:
@@ -137,6 +137,12 @@ def growing_cache(lm: Any) -> Any:
     forward or ``generate``; None where the model has a layer that is not plain full attention
     (sliding windows, linear attention: those keep transformers' own cache) or transformers has
     no per-layer cache classes."""
+    return plain_cache(lm, growing=True)
+
+
+def plain_cache(lm: Any, growing: bool = False) -> Any:
+    """An empty cache of plain full-attention layers for ``lm`` (``GrowingLayer`` or
+    transformers' ``DynamicLayer``), or None where the model has other kinds of layers."""
     try:
         from transformers.cache_utils import DynamicCache
     except ImportError:
@@ -150,7 +156,8 @@ def growing_cache(lm: Any) -> Any:
     elif getattr(text, "sliding_window", None) and getattr(text, "use_sliding_window", True):
         return None
     cache = DynamicCache()
-    cache.layer_class_to_replicate = _growing_layer_class()
+    if growing:
+        cache.layer_class_to_replicate = _growing_layer_class()
     return cache
 
 
