@@ -131,10 +131,7 @@ def sample_turn(lm: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
         # rows whose stop token is in the cache leave the batch once there are enough of them
         leaving = done & fed
         if len(rows) > 1 and float(leaving.sum()) >= compact_fraction * len(rows):
-            stay = (~leaving).nonzero().squeeze(1)
-            go = leaving.nonzero().squeeze(1)
-            parked.append((rows[go], [(layer.keys[go], layer.values[go]) for layer in past.layers]))
-            _select_rows(past, stay)
+            stay = _park(past, rows, leaving, parked)
             rows, done, fed = rows[stay], done[stay], fed[stay]
             next_tokens, mask, seen = next_tokens[stay], mask[stay], seen[stay]
         mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
@@ -147,6 +144,16 @@ def sample_turn(lm: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     return Decoded(sequences=sequences,
                    logprobs=None if logprobs is None else logprobs[:, :steps],
                    past=past, row_steps=row_steps)
+
+
+def _park(past: Any, rows: torch.Tensor, leaving: torch.Tensor, parked: list) -> torch.Tensor:
+    """Move the ``leaving`` rows' keys and values out of ``past`` into ``parked`` (with their
+    original row numbers); returns the positions of the rows that stay."""
+    go = leaving.nonzero().squeeze(1)
+    parked.append((rows[go], [(layer.keys[go], layer.values[go]) for layer in past.layers]))
+    stay = (~leaving).nonzero().squeeze(1)
+    _select_rows(past, stay)
+    return stay
 
 
 def _reassemble(past: Any, rows: torch.Tensor,
