@@ -27,6 +27,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from ..models.kv_cache import CACHE_ARG, cache_of
+from ..models.policy import positions_from_mask
 
 __all__ = ["Decoded", "sample_turn", "COMPACT_FRACTION"]
 
@@ -50,12 +51,6 @@ class Decoded:
     logprobs: Optional[torch.Tensor]
     past: Any
     row_steps: int
-
-
-def _positions(mask: torch.Tensor) -> torch.Tensor:
-    """Position ids from a left-padded mask, as ``generate`` derives them."""
-    pos = mask.long().cumsum(-1) - 1
-    return pos.masked_fill(mask == 0, 1)
 
 
 def _select_rows(past: Any, index: torch.Tensor) -> None:
@@ -94,7 +89,7 @@ def sample_turn(lm: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     mask = attention_mask
     seen = input_ids  # the batch's tokens so far (what processors are shown)
     step_ids = input_ids[:, cached:]
-    step_pos = _positions(mask)[:, cached:]
+    step_pos = positions_from_mask(mask)[:, cached:]
     tokens = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
     logprobs = (torch.zeros((batch, max_new_tokens), dtype=torch.float32, device=device)
                 if record_logprobs else None)
@@ -136,7 +131,7 @@ def sample_turn(lm: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
             next_tokens, mask, seen = next_tokens[stay], mask[stay], seen[stay]
         mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
         step_ids = next_tokens[:, None]
-        step_pos = _positions(mask)[:, -1:]
+        step_pos = positions_from_mask(mask)[:, -1:]
 
     sequences = torch.cat([input_ids, tokens[:, :steps]], dim=1)
     if parked:

@@ -262,8 +262,9 @@ class LMPolicy:
             return plain_cache(self.lm, growing=self.cfg.inplace_kv_cache)
         return None
 
-    @torch.no_grad()
-    def __call__(self, contexts: list[list[int]], episodes: list[Episode]) -> list[Answer]:
+    def _generate(self, ids: torch.Tensor, mask: torch.Tensor, past: Any):
+        """transformers' ``generate`` (``drop_finished_rows`` off, or a model whose cache our
+        loop cannot split): ``(sequences, cache, log-probs of the new tokens or None)``."""
         cfg, tok = self.cfg, self.tokenizer
         recorder = None
         if cfg.greedy:
@@ -277,6 +278,19 @@ class LMPolicy:
                 processors.append(recorder)
             sampling = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
                             logits_processor=processors)
+        out = self.lm.generate(
+            input_ids=ids, attention_mask=mask, **{CACHE_ARG: past},
+            max_new_tokens=cfg.max_new_tokens, eos_token_id=self.stop_ids,
+            pad_token_id=tok.pad_token_id, use_cache=True, return_dict_in_generate=True,
+            **sampling)
+        width = ids.shape[1]
+        self.decoded_row_steps += ids.shape[0] * max(out.sequences.shape[1] - width - 1, 0)
+        recorded = recorder.finish(out.sequences[:, width:]) if recorder is not None else None
+        return out.sequences, cache_of(out), recorded
+
+    @torch.no_grad()
+    def __call__(self, contexts: list[list[int]], episodes: list[Episode]) -> list[Answer]:
+        cfg, tok = self.cfg, self.tokenizer
         was_training = self.lm.training
         self.lm.eval()  # the shared-prefix pass and decoding both run in eval mode
         try:
@@ -296,15 +310,7 @@ class LMPolicy:
                 self.decoded_row_steps += out.row_steps
                 sequences, cache, recorded = out.sequences, out.past, out.logprobs
             else:
-                out = self.lm.generate(
-                    input_ids=ids, attention_mask=mask, **{CACHE_ARG: past},
-                    max_new_tokens=cfg.max_new_tokens, eos_token_id=self.stop_ids,
-                    pad_token_id=tok.pad_token_id, use_cache=True, return_dict_in_generate=True,
-                    **sampling)
-                sequences, cache = out.sequences, cache_of(out)
-                recorded = (recorder.finish(sequences[:, width:]) if recorder is not None
-                            else None)
-                self.decoded_row_steps += ids.shape[0] * max(sequences.shape[1] - width - 1, 0)
+                sequences, cache, recorded = self._generate(ids, mask, past)
         finally:
             self.lm.train(was_training)
         new = sequences[:, width:]
