@@ -26,6 +26,7 @@ import os
 import platform
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -56,6 +57,15 @@ def reset_peak(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
+def sample_memory(device: torch.device, every_s: float, stop: threading.Event) -> None:
+    """Print the peak accelerator memory so far every ``every_s`` seconds, so that a phase cut
+    off by a time limit still shows how high it went (the phase's own row is written at its end)."""
+    t0 = time.perf_counter()
+    while not stop.wait(every_s):
+        print(f"[{time.perf_counter() - t0:6.0f} s] peak so far {peak_memory_gb(device):.1f} GB, "
+              f"allocated now {torch.cuda.memory_allocated(device) / 1e9:.1f} GB", flush=True)
+
+
 class Phases:
     """Records (name, seconds, peak memory) and rewrites the JSON after each one."""
 
@@ -76,9 +86,14 @@ class Phases:
             self.path.write_text(json.dumps(self.result, indent=2) + "\n")
 
 
+class StopAfter(Exception):
+    """Raised after the phase named by --stop-after, to end the run there."""
+
+
 @contextlib.contextmanager
-def timed_trainer_calls(phases: Phases, device: torch.device):
-    """Wrap the trainer module's TIMED_CALLS so each call inside Trainer(cfg) is a phase."""
+def timed_trainer_calls(phases: Phases, device: torch.device, stop_after: str | None = None):
+    """Wrap the trainer module's TIMED_CALLS so each call inside Trainer(cfg) is a phase; after
+    the first call of ``stop_after`` (one of TIMED_CALLS), stop there (StopAfter)."""
     originals = {name: getattr(trainer_module, name) for name in TIMED_CALLS}
 
     def timed(name, fn):
@@ -89,6 +104,8 @@ def timed_trainer_calls(phases: Phases, device: torch.device):
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             phases.add(LABELS.get(name, name), time.perf_counter() - t0, device)
+            if name == stop_after:
+                raise StopAfter(name)
             return out
         return call
 
@@ -124,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=1, help="PPO epochs to time (default 1)")
     ap.add_argument("--out", default=None, help="run directory (default: a temporary one)")
     ap.add_argument("--json", default=None, help="write the phases here, after each one")
+    ap.add_argument("--sample-memory", type=float, default=0, metavar="SECONDS",
+                    help="on a GPU, print the peak memory so far this often")
+    ap.add_argument("--stop-after", choices=TIMED_CALLS, default=None,
+                    help="end after this call of Trainer(cfg) (e.g. evaluate: the zero-shot "
+                    "evaluation alone, when a machine is lent for less than the whole init)")
     args = ap.parse_args(argv)
 
     overrides = {k.strip(): coerce_override(k.strip(), v)
@@ -144,11 +166,20 @@ def main(argv: list[str] | None = None) -> int:
                        "episodes_per_epoch": cfg.episodes_per_epoch,
                        "eval_episodes": cfg.eval_episodes}}
     phases = Phases(Path(args.json) if args.json else None, header)
+    stop_sampling = threading.Event()
+    if args.sample_memory and device.type == "cuda":
+        threading.Thread(target=sample_memory, args=(device, args.sample_memory, stop_sampling),
+                         daemon=True).start()
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(args.out) if args.out else Path(tmp) / "run"
         t0 = time.perf_counter()
-        with timed_trainer_calls(phases, device):
-            trainer = Trainer(cfg, run_dir=run_dir)
+        try:
+            with timed_trainer_calls(phases, device, args.stop_after):
+                trainer = Trainer(cfg, run_dir=run_dir)
+        except StopAfter:
+            stop_sampling.set()
+            phases.write()
+            return 0
         phases.add("trainer init (all)", time.perf_counter() - t0, device)
         try:
             for epoch in range(args.epochs):
@@ -169,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                            update_tokens_per_s=metrics.get("update/update_tokens_per_s"))
         finally:
             trainer.close()
+            stop_sampling.set()
     phases.result["projected_whole_run"] = projected_total(phases.result["phases"], cfg.epochs)
     phases.write()
     print(json.dumps(phases.result["projected_whole_run"]), flush=True)

@@ -19,6 +19,8 @@ Options (``RolloutConfig`` fields, both on by default):
         --model checkpoints/RUN/warmstart --games 32                           # a trained policy
     python bench/rollout_options_bench.py --option drop_finished_rows --preset smollm2-135m-r12 \
         --model checkpoints/RUN/warmstart --games 32
+    python bench/rollout_options_bench.py --option drop_finished_rows --preset qwen3-0.6b \
+        --model qwen3-0.6b-random --games 20 --set max_steps=1 --profile out/prof.txt  # a GPU
     python bench/rollout_options_bench.py --quick                               # tiny, seconds
 
 Prints, per run, the wall time of the rollout, the prefill columns a row ran (all turns), the
@@ -43,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from gamerl.config import get_config  # noqa: E402
+from gamerl.config.train_config import coerce_override  # noqa: E402
 from gamerl.core.evaluate import eval_instances, local_env_factory  # noqa: E402
 from gamerl.core.rollout import LMPolicy, RolloutConfig, rollout, summarize  # noqa: E402
 from gamerl.models import load_policy  # noqa: E402
@@ -56,10 +59,13 @@ def play(lm, tok, cfg, instances, option: str, on: bool) -> tuple[dict, list]:
     setattr(rcfg, option, on)
     policy = LMPolicy(lm, tok, rcfg)
     torch.manual_seed(0)
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     episodes = rollout(policy, tok, instances, local_env_factory(cfg), rcfg)
     seconds = time.perf_counter() - t0
-    row = {option: on, "seconds": round(seconds, 2),
+    peak = (torch.cuda.max_memory_allocated() / 1e9 if torch.cuda.is_available() else None)
+    row = {option: on, "seconds": round(seconds, 2), "peak_gpu_memory_gb": peak,
            "prefilled_columns": policy.prefilled_tokens,
            "shared_prefix_tokens": policy.shared_prefix_tokens,
            "prompt_tokens": episodes[0].prompt_len,
@@ -82,10 +88,16 @@ def main(argv=None) -> dict:
     ap.add_argument("--model", help="the policy (a run's warmstart/ or best/); default: the preset's")
     ap.add_argument("--quick", action="store_true", help="tiny, 8 games")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a preset override, e.g. max_steps=1 (answers of one turn)")
+    ap.add_argument("--profile", help="after the three runs, profile one more with the option on "
+                    "(torch.profiler) and write its op table here")
     args = ap.parse_args(argv)
     if args.quick:
         args.preset, args.games = "tiny", 8
-    cfg = get_config(args.preset, task=args.task)
+    overrides = {k.strip(): coerce_override(k.strip(), v)
+                 for k, v in (s.split("=", 1) for s in args.set)}
+    cfg = get_config(args.preset, task=args.task, **overrides)
     lm, tok = load_policy(args.model or cfg.model)
     instances = eval_instances(cfg, args.games)
     rows, played = [], []
@@ -110,7 +122,26 @@ def main(argv=None) -> dict:
           f"{same_logprobs}, largest gap {logprob_gap:.1e})")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    if args.profile:
+        write_profile(lm, tok, cfg, instances, args.option, Path(args.profile))
     return result
+
+
+def write_profile(lm, tok, cfg, instances, option: str, path: Path) -> None:
+    """One more run with the option on, under torch.profiler: where a decoding step's time goes
+    (kernels against the Python and launch overhead around them)."""
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available()
+                                           else [])
+    with profile(activities=activities) as prof:
+        row, _ = play(lm, tok, cfg, instances, option, True)
+    sort = "cuda_time_total" if torch.cuda.is_available() else "cpu_time_total"
+    tables = [f"# {json.dumps(row)}"]
+    for key in ("self_cpu_time_total", sort):
+        tables.append(f"## sorted by {key}\n" + prof.key_averages().table(sort_by=key, row_limit=25))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n\n".join(tables) + "\n")
+    print(f"profile ({row['seconds']} s under the profiler) -> {path}", flush=True)
 
 
 if __name__ == "__main__":
