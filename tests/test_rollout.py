@@ -84,6 +84,20 @@ def test_answer_without_password_is_a_valid_bad_move(tiny):
 # ----------------------------------------------------------------------------- batching
 
 
+def test_finished_rows_leave_the_batch_by_default_on_a_cpu_only(tiny):
+    """``drop_finished_rows=None`` (the default): our decoding loop on a CPU, where rows are
+    the cost, ``generate`` on a GPU, where a step's kernel launches are (measured on an H200,
+    docs/benchmarks.md); an explicit True or False is kept on either."""
+    from types import SimpleNamespace
+
+    lm, tok = tiny
+    on_gpu = SimpleNamespace(device=torch.device("cuda"), generation_config=lm.generation_config)
+    assert LMPolicy(lm, tok, RolloutConfig()).drops_finished_rows
+    assert not LMPolicy(on_gpu, tok, RolloutConfig()).drops_finished_rows
+    assert LMPolicy(on_gpu, tok, RolloutConfig(drop_finished_rows=True)).drops_finished_rows
+    assert not LMPolicy(lm, tok, RolloutConfig(drop_finished_rows=False)).drops_finished_rows
+
+
 @pytest.mark.parametrize("drop_finished_rows", [True, False])
 def test_one_generate_call_per_turn_for_all_live_episodes(tiny, monkeypatch, drop_finished_rows):
     """One batched call per turn (our decoding loop, or ``generate`` with it off)."""

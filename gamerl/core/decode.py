@@ -114,18 +114,19 @@ def sample_turn(lm: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
             next_tokens = scores.argmax(dim=-1)
         next_tokens = torch.where(done, torch.full_like(next_tokens, pad_id), next_tokens)
         seen = torch.cat([seen, next_tokens[:, None]], dim=1)
-        live = ~done
-        tokens[rows[live], step] = next_tokens[live]
+        # every row written (finished ones: a pad, a 0, as before): no boolean index, no wait
+        tokens[rows, step] = next_tokens
         if logprobs is not None:
             lp = torch.log_softmax(scores, dim=-1).gather(-1, next_tokens[:, None]).squeeze(1)
-            logprobs[rows[live], step] = lp[live]
+            logprobs[rows, step] = torch.where(done, torch.zeros_like(lp), lp)
         steps = step + 1
         done = done | torch.isin(next_tokens, stops)
-        if bool(done.all()):
-            break
         # rows whose stop token is in the cache leave the batch once there are enough of them
         leaving = done & fed
-        if len(rows) > 1 and float(leaving.sum()) >= compact_fraction * len(rows):
+        n_done, n_leaving = torch.stack((done.sum(), leaving.sum())).tolist()  # the step's wait
+        if n_done == len(rows):
+            break
+        if len(rows) > 1 and n_leaving >= compact_fraction * len(rows):
             stay = _park(past, rows, leaving, parked)
             rows, done, fed = rows[stay], done[stay], fed[stay]
             next_tokens, mask, seen = next_tokens[stay], mask[stay], seen[stay]

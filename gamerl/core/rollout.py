@@ -190,7 +190,10 @@ class RolloutConfig:
     reuse_kv_cache: bool = True  # prefill only each turn's new tokens (gamerl.core.turn_cache)
     share_prompt_prefix: bool = True  # run the rows' common opening tokens once (turn_cache)
     inplace_kv_cache: bool = True  # decode into spare cache columns, no per-token copy (kv_cache)
-    drop_finished_rows: bool = True  # stop decoding rows that have answered (gamerl.core.decode)
+    # stop decoding rows that have answered (gamerl.core.decode); None: on CPU only. On a GPU a
+    # decoding step's time is kernel launches, not rows (docs/benchmarks.md, the H200 section:
+    # our loop 0.84x generate's speed there, no gain to win), so generate stays the GPU's path.
+    drop_finished_rows: Optional[bool] = None
     task: str = "password_game"  # gamerl.games.TASKS
 
     @classmethod
@@ -253,12 +256,18 @@ class LMPolicy:
         self.prefilled_tokens += ids.shape[1]
         return ids, mask, self._empty_cache()
 
+    @property
+    def drops_finished_rows(self) -> bool:
+        """``cfg.drop_finished_rows``, or where it is None, whether the model runs on a CPU."""
+        on = self.cfg.drop_finished_rows
+        return self.lm.device.type == "cpu" if on is None else on
+
     def _empty_cache(self):
         """The cache a fresh prefill fills: one that grows in place (``kv_cache.growing_cache``:
         no copy of the whole cache per decoded token), else transformers' plain layers where
         finished rows are dropped (``decode``: it splits plain keys and values), or None for the
         model's own (also for models with other than full-attention layers)."""
-        if self.cfg.inplace_kv_cache or self.cfg.drop_finished_rows:
+        if self.cfg.inplace_kv_cache or self.drops_finished_rows:
             return plain_cache(self.lm, growing=self.cfg.inplace_kv_cache)
         return None
 
@@ -297,7 +306,7 @@ class LMPolicy:
             ids, mask, past = self._inputs(contexts, episodes)
             width = ids.shape[1]
             self.generate_calls += 1
-            if cfg.drop_finished_rows and past is not None:
+            if self.drops_finished_rows and past is not None:
                 # our loop: the same sampling as generate, without the rows that have answered
                 # (a growing or carried cache: plain keys and values, which it can split)
                 out = sample_turn(
