@@ -58,6 +58,10 @@ def test_train_writes_summary_figures_metrics_and_checkpoints(run):
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
                           text=True).stdout.strip() or None
     assert summary["git_commit"] == head and isinstance(summary["git_dirty"], (bool, type(None)))
+    # and the machine (the same seed samples other episodes on another CPU)
+    import torch
+    assert summary["host"]["torch"] == torch.__version__ and summary["host"]["cpu"]
+    assert summary["host"]["torch_threads"] >= 1 and summary["host"]["accelerator"] is None
     assert summary["config"]["epochs"] == 1 and summary["config"]["num_rules"] == 4
     for fig in ("training_curves.png", "success_rate.png", "rule_pass_rates.png"):
         assert (out / fig).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", fig

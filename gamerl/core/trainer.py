@@ -33,7 +33,7 @@ from ..models.lora import LoraSettings, apply_lora, load_4bit, load_lora_policy
 from ..models import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, load_policy,
                               load_reference)
 from .replay import FailureReplay
-from ..runs.code_version import code_version
+from ..runs.code_version import code_version, host
 from ..runs.rundir import RunLock, open_run
 from ..tracking.samples import episode_table, sample_rows
 from .rollout import Episode, summarize
@@ -96,6 +96,7 @@ class Trainer:
         """Refuse or recover (gamerl.runs.rundir.open_run), then load the models and the state."""
         cfg = self.cfg
         self.code = code_version()  # read now: the code this process runs, whatever comes later
+        self.host = host()  # and the machine: the same seed samples other episodes on another CPU
         last = open_run(self.run_dir, resume)
         # Everything of last/ that is not a model, read now: a refusal must come before any
         # write (config.json is written after the models load, for a resumed run).
@@ -492,7 +493,7 @@ class Trainer:
                    "skipped_updates": self.state.skipped_updates,
                    "warmstart": self.warmstart_stats,
                    "train_seconds_this_process": time.time() - t_start,
-                   **self.code}
+                   **self.code, "host": self.host}
         self.tracker.log({"kind": "eval", "epoch": self.state.epoch, "name": "final",
                           **scalars(final)},
                          step=self.state.epoch + 1)
