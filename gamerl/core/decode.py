@@ -13,6 +13,10 @@ what ``generate`` returns: every row's tokens, pads after its stop token, and on
 all rows for the next turn (``TurnCache``), whose columns after a row's stop are zeros that its
 mask hides.
 
+Used on a CPU (``RolloutConfig.drop_finished_rows=None``): there a step's time grows with its
+rows. On a GPU a step of a model this size is kernel launches whatever the rows, and this loop
+measured 0.84x ``generate``'s speed on an H200 (docs/benchmarks.md), so ``generate`` runs there.
+
 What differs from ``generate``: the random numbers. ``torch.multinomial`` draws for the rows
 still in the batch only, so the same seed samples other answers than ``generate`` would (of the
 same distribution); and a row's logits come from a smaller matrix product, which can change
