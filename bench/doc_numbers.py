@@ -142,19 +142,11 @@ MACHINE_LINE = re.compile(r"^Exact on: (.+)\.$", re.MULTILINE)
 
 def machine_id() -> str:
     """The CPU model, the instruction set torch's kernels use, and the torch version."""
-    import platform
-
     import torch
 
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model}, {torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}"
+    from gamerl.runs.code_version import cpu_model
+
+    return f"{cpu_model()}, {torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}"
 
 
 def cmd_quick(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["code_version", "host"]
+__all__ = ["code_version", "cpu_model", "host"]
 
 
 def code_version() -> dict[str, Optional[object]]:
@@ -34,24 +34,29 @@ def code_version() -> dict[str, Optional[object]]:
     return {"git_commit": commit, "git_dirty": None if status is None else bool(status)}
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what ``platform`` says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def host() -> dict[str, Optional[object]]:
-    """What ran the run (summary.json's ``host``): the CPU's model name, the accelerator's, the
-    torch build, its CPU threads and the transformers version. The same commit and seed can
+    """What ran the run (summary.json's ``host``): the CPU's model name and the vector
+    instructions torch's kernels use there, the accelerator's name, the torch build, its CPU
+    threads and the transformers version. The same commit and seed can
     sample other episodes on another CPU or install (float sums in another order): the tiny
     preset's five seeds at one commit gave 98.4% success one day and 94.1% on the next day's
     machine and install (docs/benchmarks.md), so a number needs its host beside its commit."""
     import torch
     import transformers
 
-    cpu = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     accelerator = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": cpu or platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+    return {"cpu": cpu_model(), "cpu_count": os.cpu_count(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # the kernels' vector set
             "accelerator": accelerator, "torch": torch.__version__,
             "torch_threads": torch.get_num_threads(), "transformers": transformers.__version__}
