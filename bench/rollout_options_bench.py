@@ -1,7 +1,8 @@
 """A rollout option on and off: the same games played in one process, on, off, then on again
 (to see the noise), with whether the episodes are token for token the same.
 
-Options (``RolloutConfig`` fields, both on by default):
+Options (``RolloutConfig`` fields, on by default; ``drop_finished_rows`` where the model runs on a
+CPU, ``generate`` on a GPU):
 * ``share_prompt_prefix``: the rows' common opening (system prompt, the game's first message)
   runs once, as one row (``gamerl.core.turn_cache.prefill_shared_prefix``);
 * ``inplace_kv_cache``: decoding writes each token's keys and values into spare columns of the
