@@ -36,25 +36,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 import gamerl.core.trainer as trainer_module  # noqa: E402
-from gamerl.config.train_config import coerce_override, get_config  # noqa: E402
+from gamerl.config.train_config import get_config, parse_overrides  # noqa: E402
 from gamerl.core.trainer import Trainer  # noqa: E402
+from procmem import gpu_peak_gb, gpu_reset_peak  # noqa: E402  (bench/, the script's folder)
 
 # the trainer module's calls that Trainer(cfg) makes, timed one by one
 TIMED_CALLS = ("load_policy", "evaluate", "warm_start")
 LABELS = {"evaluate": "evaluate (zero-shot)"}  # the only evaluation inside Trainer(cfg)
-
-
-def peak_memory_gb(device: torch.device) -> float | None:
-    """Peak accelerator memory allocated since the last reset (None on CPU)."""
-    if device.type != "cuda":
-        return None
-    return torch.cuda.max_memory_allocated(device) / 1e9
-
-
-def reset_peak(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
 
 
 def sample_memory(device: torch.device, every_s: float, stop: threading.Event) -> None:
@@ -62,7 +50,7 @@ def sample_memory(device: torch.device, every_s: float, stop: threading.Event) -
     off by a time limit still shows how high it went (the phase's own row is written at its end)."""
     t0 = time.perf_counter()
     while not stop.wait(every_s):
-        print(f"[{time.perf_counter() - t0:6.0f} s] peak so far {peak_memory_gb(device):.1f} GB, "
+        print(f"[{time.perf_counter() - t0:6.0f} s] peak so far {gpu_peak_gb(device):.1f} GB, "
               f"allocated now {torch.cuda.memory_allocated(device) / 1e9:.1f} GB", flush=True)
 
 
@@ -74,7 +62,7 @@ class Phases:
 
     def add(self, name: str, seconds: float, device: torch.device, **extra) -> None:
         row = {"phase": name, "seconds": round(seconds, 2),
-               "peak_gpu_memory_gb": peak_memory_gb(device), **extra}
+               "peak_gpu_memory_gb": gpu_peak_gb(device), **extra}
         self.result["phases"].append(row)
         print(f"{name:<28} {seconds:8.1f} s" + (f"  peak {row['peak_gpu_memory_gb']:.1f} GB"
                                                  if row["peak_gpu_memory_gb"] else ""), flush=True)
@@ -98,7 +86,7 @@ def timed_trainer_calls(phases: Phases, device: torch.device, stop_after: str | 
 
     def timed(name, fn):
         def call(*args, **kwargs):
-            reset_peak(device)
+            gpu_reset_peak(device)
             t0 = time.perf_counter()
             out = fn(*args, **kwargs)
             if device.type == "cuda":
@@ -148,8 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                     "evaluation alone, when a machine is lent for less than the whole init)")
     args = ap.parse_args(argv)
 
-    overrides = {k.strip(): coerce_override(k.strip(), v)
-                 for k, v in (s.split("=", 1) for s in args.set)}
+    overrides = parse_overrides(args.set)
     if args.model:
         overrides["model"] = args.model
     cfg = get_config(args.preset, **overrides, progress=False, wandb_mode="disabled")
@@ -176,14 +163,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             with timed_trainer_calls(phases, device, args.stop_after):
                 trainer = Trainer(cfg, run_dir=run_dir)
-        except StopAfter:
+        except StopAfter:  # its phase's row is written (Phases.add writes after each one)
             stop_sampling.set()
-            phases.write()
             return 0
         phases.add("trainer init (all)", time.perf_counter() - t0, device)
         try:
             for epoch in range(args.epochs):
-                reset_peak(device)
+                gpu_reset_peak(device)
                 t0 = time.perf_counter()
                 metrics = trainer.train_epoch(epoch)
                 t_epoch = time.perf_counter() - t0

@@ -1,7 +1,9 @@
-"""A process's memory as Linux reports it in /proc, for the benchmarks (one place).
+"""A process's memory as Linux reports it in /proc, and its accelerator's as torch does, for the
+benchmarks (one place).
 
 ``status_bytes("VmRSS")`` is the resident memory now, ``status_bytes("VmHWM")`` its peak since
-start or since ``reset_peak()``. None where there is no /proc (not Linux).
+start or since ``reset_peak()``. None where there is no /proc (not Linux). ``gpu_peak_gb`` is
+the peak GPU memory allocated since ``gpu_reset_peak`` (None off a GPU).
 """
 
 from __future__ import annotations
@@ -30,3 +32,22 @@ def reset_peak() -> bool:
         return True
     except OSError:
         return False
+
+
+def gpu_peak_gb(device) -> Optional[float]:
+    """Peak accelerator memory allocated on ``device`` since the last ``gpu_reset_peak`` (None
+    on CPU)."""
+    import torch
+
+    if torch.device(device).type != "cuda":
+        return None
+    return torch.cuda.max_memory_allocated(device) / 1e9
+
+
+def gpu_reset_peak(device) -> None:
+    """Start the accelerator's peak over, after the work queued so far (nothing on CPU)."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)

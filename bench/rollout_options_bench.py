@@ -46,10 +46,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from gamerl.config import get_config  # noqa: E402
-from gamerl.config.train_config import coerce_override  # noqa: E402
+from gamerl.config.train_config import parse_overrides  # noqa: E402
 from gamerl.core.evaluate import eval_instances, local_env_factory  # noqa: E402
 from gamerl.core.rollout import LMPolicy, RolloutConfig, rollout, summarize  # noqa: E402
 from gamerl.models import load_policy  # noqa: E402
+from procmem import gpu_peak_gb, gpu_reset_peak  # noqa: E402  (bench/, the script's folder)
 
 
 OPTIONS = ("share_prompt_prefix", "inplace_kv_cache", "drop_finished_rows")
@@ -60,13 +61,11 @@ def play(lm, tok, cfg, instances, option: str, on: bool) -> tuple[dict, list]:
     setattr(rcfg, option, on)
     policy = LMPolicy(lm, tok, rcfg)
     torch.manual_seed(0)
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
+    gpu_reset_peak(lm.device)
     t0 = time.perf_counter()
     episodes = rollout(policy, tok, instances, local_env_factory(cfg), rcfg)
     seconds = time.perf_counter() - t0
-    peak = (torch.cuda.max_memory_allocated() / 1e9 if torch.cuda.is_available() else None)
-    row = {option: on, "seconds": round(seconds, 2), "peak_gpu_memory_gb": peak,
+    row = {option: on, "seconds": round(seconds, 2), "peak_gpu_memory_gb": gpu_peak_gb(lm.device),
            "prefilled_columns": policy.prefilled_tokens,
            "shared_prefix_tokens": policy.shared_prefix_tokens,
            "prompt_tokens": episodes[0].prompt_len,
@@ -96,8 +95,7 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     if args.quick:
         args.preset, args.games = "tiny", 8
-    overrides = {k.strip(): coerce_override(k.strip(), v)
-                 for k, v in (s.split("=", 1) for s in args.set)}
+    overrides = parse_overrides(args.set)
     cfg = get_config(args.preset, task=args.task, **overrides)
     lm, tok = load_policy(args.model or cfg.model)
     instances = eval_instances(cfg, args.games)

@@ -44,15 +44,10 @@ class UsageError(Exception):
 def _train_config(args: argparse.Namespace):
     """(cfg, run directory, env_url) from the flags, every setting checked; no torch import, no
     model load, nothing written (UsageError otherwise)."""
-    from .config.train_config import TrainConfig, coerce_override, get_config
+    from .config.train_config import TrainConfig, get_config, parse_overrides
     from .config.train_config import default_run_dir
 
-    overrides = {}
-    for item in args.set or []:
-        if "=" not in item:
-            raise UsageError(f"--set expects NAME=VALUE, got {item!r}")
-        name, value = item.split("=", 1)
-        overrides[name.strip()] = coerce_override(name.strip(), value)
+    overrides = parse_overrides(args.set or [])  # ValueError: a UsageError in _train
     for flag, name in (("epochs", "epochs"), ("episodes_per_epoch", "episodes_per_epoch"),
                        ("wandb_mode", "wandb_mode"), ("seed", "seed"), ("model", "model"),
                        ("eval_episodes", "eval_episodes"), ("device", "device")):

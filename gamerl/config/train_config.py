@@ -30,7 +30,7 @@ import copy
 import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Sequence
 
 from ..games.password_game import PasswordGameSettings
 
@@ -698,4 +698,16 @@ def coerce_override(name: str, value: str) -> Any:
     return value  # str and Literal[...] fields (validate() checks the Literal choices)
 
 
-__all__ = ["PRESETS", "TrainConfig", "coerce_override", "get_config"]
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``--set NAME=VALUE`` items as TrainConfig overrides, each coerced by ``coerce_override``
+    (ValueError for an item without ``=`` or a bad setting)."""
+    overrides = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"--set expects NAME=VALUE, got {item!r}")
+        name, value = item.split("=", 1)
+        overrides[name.strip()] = coerce_override(name.strip(), value)
+    return overrides
+
+
+__all__ = ["PRESETS", "TrainConfig", "coerce_override", "get_config", "parse_overrides"]
