@@ -603,12 +603,11 @@ SMOLLM2_135M_PRESET = dict(
 # game's own and appear only when revealed, so a win takes at least 3 turns (5 here); the
 # expert's first password holds the rules known ahead with probability 0.95 per next rule (it
 # scores 10.7 of 12, 70% success in 5 turns); the +10 pays a win only; answers grow to ~40
-# tokens. On the 2-core AMD EPYC CI runs on, an epoch takes 5-6 minutes (5 turns), the warm
-# start 10.5-12 and each 64-game evaluation 4.5-6, so 4 epochs: 48.6 minutes, 2.72 -> 6.48 -> 8.61
-# of 12 rules on seed 0; seed 1 from one warm start 5.33-5.56 reached 6.25 (59 min) and, with
-# answered rows leaving the batch, 7.56 (52 min): mean of the latest pair 8.09 (2026-11-26); 8
-# epochs reached 8.72-9.12 over three runs but take 70-85 minutes there (42-60 on the Intel Xeon
-# of 2026-11-25; docs/benchmarks.md).
+# tokens. 4 PPO epochs: on the 2-core AMD EPYC CI runs on, seeds 0 and 1 at c9901b1 took 27 and
+# 28 minutes (a fast hour of it; 49-59 on its slow hours, 2026-11-26), 2.53/2.70 -> 6.41/5.56 ->
+# 8.77/7.47 of 12 rules, mean 8.12; seed 1 ranged 6.25-7.56 over three runs from one warm start.
+# 8 epochs reached 8.72-9.12 over three runs but took 70-85 minutes on a slow hour (42-60 on
+# the Intel Xeon of 2026-11-25; docs/benchmarks.md).
 SMOLLM2_135M_R12_PRESET = dict(
     SMOLLM2_135M_PRESET,
     num_rules=12,
