@@ -284,31 +284,54 @@ STAGES = (("zero_shot", "zero-shot"), ("baseline", "after the warm start"),
           ("final", "after PPO"))
 
 
+def _columns(summaries: list[dict]) -> tuple[list[tuple[str, str, str]], int]:
+    """The table's metric columns (key, header, format) and the number of per-rule rates: the
+    Password Game's rules and per-rule rates, or Wordle's guesses and greens (its summary has no
+    rules)."""
+    if "rules_satisfied" in summaries[0]["final"]:
+        num_rules = summaries[0]["config"]["num_rules"]
+        return ([("reward", "reward", "{:.2f}"),
+                 ("rules_satisfied", f"rules satisfied (of {num_rules})", "{:.2f}"),
+                 ("success_rate", "success", "{:.1%}"), ("turns", "turns", "{:.2f}")], num_rules)
+    return ([("reward", "reward", "{:.2f}"), ("invalid_rate", "invalid guesses", "{:.1%}"),
+             ("repeat_rate", "repeated guesses", "{:.1%}"),
+             ("best_greens", "best greens (of 5)", "{:.2f}"), ("success_rate", "won", "{:.1%}")], 0)
+
+
 def spread_table(summaries: list[dict]) -> str:
     """Runs of one preset over several seeds (each a summary.json): a row per seed and stage,
     then the mean, min and max of each stage (each column on its own, per-rule pass rates
-    too). The rows a learning result is reported with: never one run."""
-    num_rules = summaries[0]["config"]["num_rules"]
+    too), then the reference rows (one per seed where the runs' differ: Wordle's random words
+    are drawn from the run's seed). The rows a learning result is reported with: never one run."""
+    columns, num_rules = _columns(summaries)
     stages = [(k, name) for k, name in STAGES if all(k in s for s in summaries)]
-    lines = [f"| seed | policy | reward | rules satisfied (of {num_rules}) | success | turns |"
-             " per-rule pass rate |", "|---|---|---|---|---|---|---|"]
+    header = ["seed", "policy"] + [title for _, title, _ in columns]
+    header += ["per-rule pass rate"] if num_rules else []
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
 
     def row(seed: str, name: str, rows: list[dict], how) -> str:
-        reward, rules, success, turns = (how([r[k] for r in rows]) for k in (
-            "reward", "rules_satisfied", "success_rate", "turns"))
-        rates = [how([r["per_rule_pass_rate"][i] for r in rows]) for i in range(num_rules)]
-        return (f"| {seed} | {name} | {reward:.2f} | {rules:.2f} | {success:.1%} | {turns:.2f} | "
-                + " ".join(f"{x:.2f}" for x in rates) + " |")
+        cells = [seed, name] + [fmt.format(how([r[k] for r in rows])) for k, _, fmt in columns]
+        if num_rules:
+            cells.append(" ".join(f"{how([r['per_rule_pass_rate'][i] for r in rows]):.2f}"
+                                  for i in range(num_rules)))
+        return "| " + " | ".join(cells) + " |"
+
+    def first(values: list):
+        return values[0]
 
     for s in summaries:
         for key, name in stages:
-            lines.append(row(str(s["config"]["seed"]), name, [s[key]], lambda v: v[0]))
+            lines.append(row(str(s["config"]["seed"]), name, [s[key]], first))
     for how_name, how in (("mean", lambda v: sum(v) / len(v)), ("min", min), ("max", max)):
         for key, name in stages:
             lines.append(row(how_name, name, [s[key] for s in summaries], how))
     for key in summaries[0].get("references", []):
-        lines.append(row("", summaries[0][key].get("label", key), [summaries[0][key]],
-                         lambda v: v[0]))
+        label = summaries[0][key].get("label", key)
+        shown = [k for k, _, _ in columns] + (["per_rule_pass_rate"] if num_rules else [])
+        if all(s[key][k] == summaries[0][key][k] for s in summaries for k in shown):
+            lines.append(row("", label, [summaries[0][key]], first))
+        else:
+            lines += [row(str(s["config"]["seed"]), label, [s[key]], first) for s in summaries]
     return "\n".join(lines) + "\n"
 
 

@@ -137,3 +137,24 @@ def test_spread_table_gives_every_seed_then_mean_min_max():
     assert "| mean | after PPO | 1.75 | 1.75 | 100.0% | 1.00 | 1.00 0.75 |" in lines
     assert "| min | after PPO | 1.50 | 1.50 | 100.0% | 1.00 | 1.00 0.50 |" in lines
     assert "| max | after the warm start | 1.50 | 1.50 | 50.0% | 1.00 | 1.00 0.50 |" in lines
+
+
+def test_spread_table_gives_wordle_runs_their_own_columns():
+    """A Wordle run's summary has no rules or per-rule rates: its columns are its own metrics
+    (invalid and repeated guesses, best greens, wins), and the random-words reference, drawn
+    from each run's seed, gets a row per seed."""
+    def row(reward, invalid, greens, won):
+        return {"reward": reward, "success_rate": won, "turns": 6.0, "invalid_rate": invalid,
+                "repeat_rate": 0.1, "best_greens": greens}
+
+    runs = [{"config": {"seed": seed, "task": "wordle"}, "references": ["random"],
+             "zero_shot": row(-0.6, 1.0, 0.0, 0.0), "baseline": row(0.1, 0.1, 1.0, 0.0),
+             "final": row(0.3, f, g, 0.0), "random": {**row(0.35, 0.0, r, 0.004),
+                                                       "label": "random answer words"}}
+            for seed, f, g, r in ((0, 0.02, 1.3, 1.25), (1, 0.04, 1.4, 1.13))]
+    lines = doc_numbers.spread_table(runs).splitlines()
+    assert lines[0] == ("| seed | policy | reward | invalid guesses | repeated guesses | "
+                        "best greens (of 5) | won |")
+    assert "| mean | after PPO | 0.30 | 3.0% | 10.0% | 1.35 | 0.0% |" in lines
+    assert "| 0 | random answer words | 0.35 | 0.0% | 10.0% | 1.25 | 0.4% |" in lines
+    assert "| 1 | random answer words | 0.35 | 0.0% | 10.0% | 1.13 | 0.4% |" in lines
