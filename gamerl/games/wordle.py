@@ -303,9 +303,10 @@ WORDLE_PRESETS: dict[str, dict[str, Any]] = {
     # one does, and copying its last guess was the model's main waste. lr 5e-5: at 2e-5 the
     # batch reward flattened after 4 epochs. Measured (seeds 0 and 1, 256 held-out words):
     # invalid 6.3% -> 1.9%, best greens 1.18 -> 1.34 (random words 1.19), no win (random words
-    # 1 of 512); 72 min on the 2-core AMD EPYC; docs/benchmarks.md. eval_episodes 256: every
-    # held-out answer once (wins are rare: random answer words win ~0.2-0.4%). max_new_tokens
-    # 8: a guess and <|im_end|> are 2-4 tokens; 16 only let zero-shot chatter run on.
+    # 1 of 512); 36 min on the 2-core AMD EPYC at c9901b1; docs/benchmarks.md. eval_episodes
+    # 256: every held-out answer once (wins are rare: random answer words win ~0.2-0.4%).
+    # max_new_tokens 8: a guess and <|im_end|> are 2-4 tokens; 16 only let zero-shot chatter
+    # run on.
     "smollm2-135m": dict(max_new_tokens=8, reward_scale=1.0, warmstart=True,
                          warmstart_examples=256, warmstart_steps=48, warmstart_batch_size=8,
                          warmstart_lr=3e-4, epochs=8, lr=5e-5, feedback="latest",
