@@ -325,9 +325,9 @@ def spread_table(summaries: list[dict]) -> str:
     for how_name, how in (("mean", lambda v: sum(v) / len(v)), ("min", min), ("max", max)):
         for key, name in stages:
             lines.append(row(how_name, name, [s[key] for s in summaries], how))
+    shown = [k for k, _, _ in columns] + (["per_rule_pass_rate"] if num_rules else [])
     for key in summaries[0].get("references", []):
         label = summaries[0][key].get("label", key)
-        shown = [k for k, _, _ in columns] + (["per_rule_pass_rate"] if num_rules else [])
         if all(s[key][k] == summaries[0][key][k] for s in summaries for k in shown):
             lines.append(row("", label, [summaries[0][key]], first))
         else:
