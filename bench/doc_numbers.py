@@ -284,36 +284,38 @@ STAGES = (("zero_shot", "zero-shot"), ("baseline", "after the warm start"),
           ("final", "after PPO"))
 
 
-def _columns(summaries: list[dict]) -> tuple[list[tuple[str, str, str]], int]:
-    """The table's metric columns (key, header, format) and the number of per-rule rates: the
-    Password Game's rules and per-rule rates, or Wordle's guesses and greens (its summary has no
-    rules)."""
-    if "rules_satisfied" in summaries[0]["final"]:
-        num_rules = summaries[0]["config"]["num_rules"]
-        return ([("reward", "reward", "{:.2f}"),
-                 ("rules_satisfied", f"rules satisfied (of {num_rules})", "{:.2f}"),
-                 ("success_rate", "success", "{:.1%}"), ("turns", "turns", "{:.2f}")], num_rules)
-    return ([("reward", "reward", "{:.2f}"), ("invalid_rate", "invalid guesses", "{:.1%}"),
-             ("repeat_rate", "repeated guesses", "{:.1%}"),
-             ("best_greens", "best greens (of 5)", "{:.2f}"), ("success_rate", "won", "{:.1%}")], 0)
+def _columns(summaries: list[dict]) -> list[tuple[str, str, str]]:
+    """The table's columns (key, header, format): the game's ``Task.report_columns``, headers
+    filled in from the first run's config, keeping those every run's rows have (a summary
+    written before a number existed lacks it)."""
+    from gamerl.games import get_task
+
+    config = summaries[0]["config"]
+    task = get_task(config.get("task", "password_game"))  # summaries before tasks: the game
+    return [(c.key, c.header.format(**config), c.fmt) for c in task.report_columns
+            if all(c.key in s["final"] for s in summaries)]
 
 
 def spread_table(summaries: list[dict]) -> str:
     """Runs of one preset over several seeds (each a summary.json): a row per seed and stage,
-    then the mean, min and max of each stage (each column on its own, per-rule pass rates
-    too), then the reference rows (one per seed where the runs' differ: Wordle's random words
-    are drawn from the run's seed). The rows a learning result is reported with: never one run."""
-    columns, num_rules = _columns(summaries)
+    then the mean, min and max of each stage (each column on its own, a list-valued one such
+    as the per-rule pass rates entry by entry), then the reference rows (one per seed where the
+    runs' differ: Wordle's random words are drawn from the run's seed). The columns are the
+    game's (``Task.report_columns``). The rows a learning result is reported with: never one
+    run."""
+    columns = _columns(summaries)
     stages = [(k, name) for k, name in STAGES if all(k in s for s in summaries)]
     header = ["seed", "policy"] + [title for _, title, _ in columns]
-    header += ["per-rule pass rate"] if num_rules else []
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
 
+    def cell(values: list, fmt: str, how) -> str:
+        if isinstance(values[0], list):  # entry by entry, over the entries every row has
+            return " ".join(fmt.format(how([v[i] for v in values]))
+                            for i in range(min(map(len, values))))
+        return fmt.format(how(values))
+
     def row(seed: str, name: str, rows: list[dict], how) -> str:
-        cells = [seed, name] + [fmt.format(how([r[k] for r in rows])) for k, _, fmt in columns]
-        if num_rules:
-            cells.append(" ".join(f"{how([r['per_rule_pass_rate'][i] for r in rows]):.2f}"
-                                  for i in range(num_rules)))
+        cells = [seed, name] + [cell([r[k] for r in rows], fmt, how) for k, _, fmt in columns]
         return "| " + " | ".join(cells) + " |"
 
     def first(values: list):
@@ -325,7 +327,7 @@ def spread_table(summaries: list[dict]) -> str:
     for how_name, how in (("mean", lambda v: sum(v) / len(v)), ("min", min), ("max", max)):
         for key, name in stages:
             lines.append(row(how_name, name, [s[key] for s in summaries], how))
-    shown = [k for k, _, _ in columns] + (["per_rule_pass_rate"] if num_rules else [])
+    shown = [k for k, _, _ in columns]
     for key in summaries[0].get("references", []):
         label = summaries[0][key].get("label", key)
         if all(s[key][k] == summaries[0][key][k] for s in summaries for k in shown):

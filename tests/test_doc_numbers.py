@@ -158,3 +158,23 @@ def test_spread_table_gives_wordle_runs_their_own_columns():
     assert "| mean | after PPO | 0.30 | 3.0% | 10.0% | 1.35 | 0.0% |" in lines
     assert "| 0 | random answer words | 0.35 | 0.0% | 10.0% | 1.25 | 0.4% |" in lines
     assert "| 1 | random answer words | 0.35 | 0.0% | 10.0% | 1.13 | 0.4% |" in lines
+
+
+def test_spread_table_takes_an_openspiel_runs_columns_from_its_game():
+    """The columns come from the game (``Task.report_columns``): an OpenSpiel run (no rules,
+    no greens; its ``per_game`` breakdown is not a column) gets won / drawn / lost / illegal,
+    where the table once raised KeyError looking for Wordle's columns."""
+    def row(win, illegal):
+        return {"reward": win, "success_rate": win, "turns": 4.0, "win_rate": win,
+                "draw_rate": 0.0, "loss_rate": 1.0 - win, "illegal_rate": illegal,
+                "per_game": {"tic_tac_toe": {"win": 1, "games": 2}}}
+
+    runs = [{"config": {"seed": seed, "task": "openspiel"}, "references": ["random"],
+             "baseline": row(0.25, 0.5), "final": row(w, 0.0), "random": row(0.5, 0.0)}
+            for seed, w in ((0, 0.5), (1, 0.75))]
+    lines = doc_numbers.spread_table(runs).splitlines()
+    assert lines[0] == ("| seed | policy | reward | won | drawn | lost | illegal answers | "
+                        "turns |")
+    assert "| mean | after PPO | 0.62 | 62.5% | 0.0% | 37.5% | 0.0% | 4.00 |" in lines
+    assert "|  | random | 0.50 | 50.0% | 0.0% | 50.0% | 0.0% | 4.00 |" in lines
+    assert len(lines) == 2 + 4 + 6 + 1  # no zero-shot stage: these runs had no warm start

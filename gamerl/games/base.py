@@ -15,6 +15,8 @@ game (one module each: ``password_game``, ``wordle``, ``openspiel``; the registr
   (the game's own evaluation columns beside reward and success), ``badness(episode)`` in [0, 1]
   (the failure replay's priority), ``metric_descriptions`` (what its columns are, for figures)
   and ``metric_entry_labels`` (the names of a list-valued column's entries, for figures);
+  ``report_columns`` (the columns the benchmark docs' tables of its runs show, a ``ReportColumn``
+  each: reward, success and turns unless the game names its own);
 * **helpers**: ``demo(cfg, rng)`` answers for the warm start (format, not skill; optional:
   ``expert_demo(cfg, rng)``, an expert's answers, skill included), and
   ``reference_agents(cfg)`` (the solver / random rows of an evaluation table, keyed by short
@@ -65,8 +67,8 @@ Instance = Any  # an int seed, or a JSON-able dict with a "seed" key
 MakeEnv = Callable[..., Any]
 Episode = Any  # gamerl.core.rollout.Episode (not imported: the games never import the trainer)
 
-__all__ = ["GENERIC_METRIC_DESCRIPTIONS", "MAX_TURNS_SHOWN", "CurriculumChoices", "Instance",
-           "MakeEnv", "SampleTable", "SessionNotFoundError", "Task", "TooManySessionsError",
+__all__ = ["DEFAULT_REPORT_COLUMNS", "GENERIC_METRIC_DESCRIPTIONS", "MAX_TURNS_SHOWN",
+           "CurriculumChoices", "Instance", "MakeEnv", "ReportColumn", "SampleTable", "SessionNotFoundError", "Task", "TooManySessionsError",
            "after_marker", "code_span", "elide",
            "episode_instance", "extract_answer", "instance_key", "instance_seed", "seed_eval",
            "seed_instances", "seed_start", "wilson_interval"]
@@ -120,6 +122,25 @@ class CurriculumChoices:
 
 
 @dataclass(frozen=True)
+class ReportColumn:
+    """A column of the tables the benchmark docs print from runs' summary.json
+    (``bench/doc_numbers.py spread``): ``key``, an evaluation number of the summary's rows;
+    ``header``, its title, ``str.format``-ed with the run's config ("rules satisfied (of
+    {num_rules})"); ``fmt``, how one number is written ("{:.2f}", "{:.1%}"). A list-valued
+    number (the per-rule pass rates) shows its entries side by side, each written with ``fmt``."""
+
+    key: str
+    header: str
+    fmt: str = "{:.2f}"
+
+
+# The columns of a game that names none of its own: what every evaluation has.
+DEFAULT_REPORT_COLUMNS = (ReportColumn("reward", "reward"),
+                          ReportColumn("success_rate", "success", "{:.1%}"),
+                          ReportColumn("turns", "turns"))
+
+
+@dataclass(frozen=True)
 class Task:
     name: str
     system_prompt: str
@@ -146,6 +167,8 @@ class Task:
     # list-valued metric key -> n -> the names of its first n entries, as a figure's ticks say
     # them (the Password Game's per-rule pass rates: "1. 5+ characters", ...)
     metric_entry_labels: Mapping[str, Callable[[int], list[str]]] = field(default_factory=dict)
+    # the columns of the benchmark docs' tables of its runs (``bench/doc_numbers.py spread``)
+    report_columns: tuple[ReportColumn, ...] = DEFAULT_REPORT_COLUMNS
     # the game's own fields of an episode's record (episodes.jsonl); None: the generic ones only
     record_fields: Optional[Callable[[Episode], dict]] = None
     # the columns of its sample episodes; None: instance | actions | result

@@ -22,8 +22,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from tasks.openspiel.games import OPPONENTS  # the game table's module: no pyspiel import
 
-from .base import (MAX_TURNS_SHOWN, CurriculumChoices, Instance, MakeEnv, SampleTable, Task,
-                   after_marker, code_span, elide, instance_seed, wilson_interval)
+from .base import (MAX_TURNS_SHOWN, CurriculumChoices, Instance, MakeEnv, ReportColumn,
+                   SampleTable, Task, after_marker, code_span, elide, instance_seed, wilson_interval)
 from .pieces import ConfigFiles, WizardQuestions, task_config_reader, task_config_writer
 
 __all__ = ["OPENSPIEL_CURRICULUM", "OPENSPIEL_DEFAULTS", "OPENSPIEL_ENV_KEYS",
@@ -438,6 +438,12 @@ def make_task() -> Task:
                              "draw_rate": "games drawn (fraction)",
                              "loss_rate": "games lost (fraction)",
                              "illegal_rate": "illegal answers (fraction of turns)"},
+        report_columns=(ReportColumn("reward", "reward"),
+                        ReportColumn("win_rate", "won", "{:.1%}"),
+                        ReportColumn("draw_rate", "drawn", "{:.1%}"),
+                        ReportColumn("loss_rate", "lost", "{:.1%}"),
+                        ReportColumn("illegal_rate", "illegal answers", "{:.1%}"),
+                        ReportColumn("turns", "turns")),
         record_fields=_record_fields, sample_table=SAMPLE_TABLE, curriculum=OPENSPIEL_CURRICULUM,
         server_port=8002, config_files=CONFIG_FILES, wizard=WIZARD, presets=OPENSPIEL_PRESETS,
     )

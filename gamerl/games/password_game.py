@@ -41,8 +41,8 @@ from tasks.password_game.demos import SPECIALS, WORDS as EXPERT_WORDS
 from tasks.password_game.richtext import parse
 from tasks.password_game.rules import MONTHS, SPONSORS, broken_rule_detail
 
-from .base import (MakeEnv, SampleTable, Task, code_span, elide, extract_answer, seed_eval,
-                   seed_instances, seed_start)
+from .base import (MakeEnv, ReportColumn, SampleTable, Task, code_span, elide, extract_answer,
+                   seed_eval, seed_instances, seed_start)
 from .pieces import ConfigFiles, VerlSpec, WizardQuestions
 
 __all__ = ["MONTHS", "SPECIALS", "SPONSORS", "SUM25_RUNS", "SYSTEM_PROMPT", "WORDS",
@@ -385,6 +385,11 @@ def make_task() -> Task:
         metric_descriptions={"rules_satisfied": "rules the last password satisfies (mean)",
                              "success_rate": "games won: the last password holds every rule"},
         metric_entry_labels={"per_rule_pass_rate": password_rule_labels},
+        report_columns=(ReportColumn("reward", "reward"),
+                        ReportColumn("rules_satisfied", "rules satisfied (of {num_rules})"),
+                        ReportColumn("success_rate", "success", "{:.1%}"),
+                        ReportColumn("turns", "turns"),
+                        ReportColumn("per_rule_pass_rate", "per-rule pass rate")),
         record_fields=_record_fields, sample_table=SAMPLE_TABLE,
         server_port=8000, config_files=CONFIG_FILES, wizard=WIZARD, verl=verl_spec,
     )

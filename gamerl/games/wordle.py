@@ -17,8 +17,8 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .base import (Instance, MakeEnv, SampleTable, Task, after_marker, code_span, elide,
-                   instance_key)
+from .base import (Instance, MakeEnv, ReportColumn, SampleTable, Task, after_marker, code_span,
+                   elide, instance_key)
 from .pieces import (ConfigFiles, VerlSpec, WizardQuestions, task_config_reader,
                      task_config_writer)
 
@@ -428,6 +428,12 @@ def make_task() -> Task:
             "guesses_when_solved": "guesses per solved game (mean)",
             "invalid_rate": "invalid guesses (fraction of turns)",
             "repeat_rate": "repeated guesses (fraction of turns)"},
+        # a win is rare for a small model: the guesses' validity and greens show the progress
+        report_columns=(ReportColumn("reward", "reward"),
+                        ReportColumn("invalid_rate", "invalid guesses", "{:.1%}"),
+                        ReportColumn("repeat_rate", "repeated guesses", "{:.1%}"),
+                        ReportColumn("best_greens", "best greens (of 5)"),
+                        ReportColumn("success_rate", "won", "{:.1%}")),
         sample_table=SAMPLE_TABLE,
         server_port=8001, config_files=CONFIG_FILES, wizard=WIZARD, verl=verl_spec,
         presets=WORDLE_PRESETS,
