@@ -606,8 +606,9 @@ SMOLLM2_135M_PRESET = dict(
 # tokens. 6 PPO epochs: on the 2-core AMD EPYC CI runs on, seeds 0 and 1 at 0909371 took 32 and
 # 33 minutes (2026-11-27, a fast hour of it; its slow hours ran 4 epochs in 49-59), 2.53/2.70 ->
 # 6.41/5.56 -> 9.06/8.52 of 12 rules (mean 8.79); 4 epochs gave 8.77/7.47 (seed 1 ranged
-# 6.25-7.56 over three 4-epoch runs from one warm start). 8 epochs reached 8.72-9.12 over three runs but took 70-85 minutes on a slow hour
-# (42-60 on the Intel Xeon of 2026-11-25; docs/benchmarks.md).
+# 6.25-7.56 over three 4-epoch runs from one warm start). 8 epochs reached 8.72-9.12 over three
+# runs but took 70-85 minutes on a slow hour (42-60 on the Intel Xeon of 2026-11-25;
+# docs/benchmarks.md).
 SMOLLM2_135M_R12_PRESET = dict(
     SMOLLM2_135M_PRESET,
     num_rules=12,

@@ -68,10 +68,10 @@ MakeEnv = Callable[..., Any]
 Episode = Any  # gamerl.core.rollout.Episode (not imported: the games never import the trainer)
 
 __all__ = ["DEFAULT_REPORT_COLUMNS", "GENERIC_METRIC_DESCRIPTIONS", "MAX_TURNS_SHOWN",
-           "CurriculumChoices", "Instance", "MakeEnv", "ReportColumn", "SampleTable", "SessionNotFoundError", "Task", "TooManySessionsError",
-           "after_marker", "code_span", "elide",
-           "episode_instance", "extract_answer", "instance_key", "instance_seed", "seed_eval",
-           "seed_instances", "seed_start", "wilson_interval"]
+           "CurriculumChoices", "Instance", "MakeEnv", "ReportColumn", "SampleTable",
+           "SessionNotFoundError", "Task", "TooManySessionsError", "after_marker", "code_span",
+           "elide", "episode_instance", "extract_answer", "instance_key", "instance_seed",
+           "seed_eval", "seed_instances", "seed_start", "wilson_interval"]
 
 
 def instance_seed(instance: Instance) -> int:

@@ -23,7 +23,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from tasks.openspiel.games import OPPONENTS  # the game table's module: no pyspiel import
 
 from .base import (MAX_TURNS_SHOWN, CurriculumChoices, Instance, MakeEnv, ReportColumn,
-                   SampleTable, Task, after_marker, code_span, elide, instance_seed, wilson_interval)
+                   SampleTable, Task, after_marker, code_span, elide, instance_seed,
+                   wilson_interval)
 from .pieces import ConfigFiles, WizardQuestions, task_config_reader, task_config_writer
 
 __all__ = ["OPENSPIEL_CURRICULUM", "OPENSPIEL_DEFAULTS", "OPENSPIEL_ENV_KEYS",
