@@ -15,7 +15,8 @@ mask hides.
 
 Used on a CPU (``RolloutConfig.drop_finished_rows=None``): there a step's time grows with its
 rows. On a GPU a step of a model this size is kernel launches whatever the rows, and this loop
-measured 0.84x ``generate``'s speed on an H200 (docs/benchmarks.md), so ``generate`` runs there.
+measured 0.96-1.02x ``generate``'s speed on an H200 (docs/benchmarks.md, the third lease): no
+gain, so the library's ``generate`` runs there.
 
 What differs from ``generate``: the random numbers. ``torch.multinomial`` draws for the rows
 still in the batch only, so the same seed samples other answers than ``generate`` would (of the

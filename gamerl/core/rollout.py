@@ -192,7 +192,7 @@ class RolloutConfig:
     inplace_kv_cache: bool = True  # decode into spare cache columns, no per-token copy (kv_cache)
     # stop decoding rows that have answered (gamerl.core.decode); None: on CPU only. On a GPU a
     # decoding step's time is kernel launches, not rows (docs/benchmarks.md, the H200 section:
-    # our loop 0.84x generate's speed there, no gain to win), so generate stays the GPU's path.
+    # our loop 0.96-1.02x generate's speed there, no gain to win), so generate stays the GPU's path.
     drop_finished_rows: Optional[bool] = None
     task: str = "password_game"  # gamerl.games.TASKS
 
