@@ -211,7 +211,7 @@ def _curriculum_value(sec: dict, path: Path, base: TrainConfig) -> dict[str, Any
         choices = get_task(base.task).curriculum  # what the game's stages may name
         try:  # a game without a curriculum: TrainConfig refuses it, naming the game
             if choices is not None:
-                Curriculum.from_dict(stages, choices=choices)
+                Curriculum.from_dict(stages, choices=choices.for_run(base))
         except (ValueError, TypeError) as e:
             raise ValueError(f"{where}.stages: {e}") from None
     return {"curriculum": (stages if stages is not None else "default") if enabled else None}

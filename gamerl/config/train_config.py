@@ -121,9 +121,10 @@ class InstanceSettings:
     train_seed_start: int = 0  # training games use seeds [start, start + count)
     train_seed_count: int = 100_000
     eval_seed_start: int = 1_000_000  # held-out games: [eval_seed_start, + eval_episodes)
-    # Curriculum (OpenSpiel): None, "default" (gamerl/core/curriculum.py: easy -> medium -> hard at
-    # 60% / 50% / 40% success) or a list of stage dicts {"name", "games", "opponent",
-    # "threshold"}. A stage's success rate is measured over the last curriculum_window episodes.
+    # Curriculum (OpenSpiel, the Password Game): None, "default" (gamerl/core/curriculum.py:
+    # OpenSpiel easy -> medium -> hard at 60% / 50% / 40% success; the Password Game the first
+    # 6 -> 12 -> 26 rules, up to num_rules, at 50%) or a list of stage dicts {"name", "games",
+    # "opponent", "threshold"}. A stage's success rate is over the last curriculum_window episodes.
     curriculum: Optional[object] = None
     curriculum_window: int = 64
     # Failure replay: this fraction of each epoch's training instances is drawn from a buffer
@@ -319,11 +320,18 @@ class TrainConfig:
             need(get_task(self.task).expert_demo is not None,
                  f"warmstart_demos='expert': task {self.task!r} has no expert demonstrations "
                  "(task='password_game' has); use 'format'")
-        if self.curriculum:  # the game says whether it has one (Task.curriculum; OpenSpiel does)
+        if self.curriculum:  # the game says whether it has one and what its stages may name
+            from ..core.curriculum import Curriculum
             from ..games.registry import get_task
 
-            need(get_task(self.task).curriculum is not None,
-                 f"curriculum: task {self.task!r} has none (task='openspiel' has)")
+            choices = get_task(self.task).curriculum
+            need(choices is not None, f"curriculum: task {self.task!r} has none "
+                 "(task='openspiel' and task='password_game' have)")
+            try:  # stages this run's game cannot play (a Password stage past num_rules)
+                Curriculum.from_dict(self.curriculum, self.curriculum_window,
+                                     choices=choices.for_run(self))
+            except (ValueError, TypeError) as e:
+                need(False, str(e))
         need(0.0 <= self.replay_fraction < 1.0, "replay_fraction must be in [0, 1)")
         need(self.replay_capacity >= 1 and self.curriculum_window >= 1,
              "replay_capacity, curriculum_window >= 1")

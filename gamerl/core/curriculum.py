@@ -1,11 +1,13 @@
-"""A curriculum over a game's variants: stages of games and an opponent, advancing on success
-rate (OpenSpiel's default: easy -> medium -> hard).
+"""A curriculum over a game's variants: stages of games (and an opponent, where the game has
+one), advancing on success rate. OpenSpiel's default: easy -> medium -> hard games and bots; the
+Password Game's: the first 6 rules, then 12, then 26 (up to the run's ``num_rules``).
 
 Why: a small model facing an MCTS bot on Othello from the first epoch wins nothing, so PPO sees
 only failures and learns nothing. Starting on games a random opponent makes winnable gives the
-policy a reward signal; harder games and the MCTS bot come once it is earned.
+policy a reward signal; harder games and the MCTS bot come once it is earned. Likewise a game
+of 6 Password rules is won where one of 26 is not.
 
-    choices = get_task(cfg.task).curriculum     # what stages may name (Task.curriculum)
+    choices = get_task(cfg.task).curriculum.for_run(cfg)  # what stages may name (Task.curriculum)
     cur = Curriculum.default(choices=choices)   # OpenSpiel: easy -> medium -> hard
     games, opponent = cur.stage.games, cur.stage.opponent      # what to play this epoch
     note = cur.update([ep.success for ep in episodes])         # the epoch's results, in order
@@ -18,15 +20,16 @@ curriculum "mastered" (logged once, ``cur.mastered``) but there is nothing to ad
 What counts as a success (a win; a win or a draw; a score above some bar) is the caller's choice.
 
 Which games and opponents a stage may name, and the default stages, are the game's
-(``Task.curriculum``, a ``gamerl.games.base.CurriculumChoices``; OpenSpiel's is in
-``gamerl.games.openspiel``): nothing here knows a game.
+(``Task.curriculum``, a ``gamerl.games.base.CurriculumChoices``, and ``for_run(cfg)`` where they
+depend on the run; OpenSpiel's are in ``gamerl.games.openspiel``, the Password Game's in
+``gamerl.games.password_game``): nothing here knows a game.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Optional, Sequence
 
 from ..games.base import CurriculumChoices
@@ -39,11 +42,13 @@ DEFAULT_WINDOW = 64
 @dataclass(frozen=True)
 class Stage:
     """One curriculum stage: which games, against which bot, and the success rate that ends it.
-    Whether the game knows those games and that bot is ``check``'s question (a game's names)."""
+    Whether the game knows those games and that bot is ``check``'s question (a game's names).
+    ``opponent`` None: the game's default (``CurriculumChoices.default_opponent``: OpenSpiel's
+    random bot; the Password Game has no opponent)."""
 
     name: str
     games: tuple[str, ...]
-    opponent: str = "random"
+    opponent: Optional[str] = None
     threshold: float = 0.5
 
     def __post_init__(self):
@@ -63,7 +68,11 @@ class Stage:
         if unknown:
             raise ValueError(f"curriculum stage {self.name!r}: unknown games {unknown}; "
                              f"supported games: {', '.join(known)}")
-        if self.opponent not in choices.opponents:
+        if not choices.opponents:
+            if self.opponent is not None:
+                raise ValueError(f"curriculum stage {self.name!r}: this game has no opponent "
+                                 f"(got {self.opponent!r}); leave \"opponent\" out")
+        elif self.opponent not in choices.opponents:
             raise ValueError(f"curriculum stage {self.name!r}: opponent {self.opponent!r} is not "
                              f"one of {tuple(choices.opponents)}")
 
@@ -75,8 +84,11 @@ class Stage:
         return cls(**d)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "games": list(self.games), "opponent": self.opponent,
-                "threshold": self.threshold}
+        out = {"name": self.name, "games": list(self.games), "opponent": self.opponent,
+               "threshold": self.threshold}
+        if self.opponent is None:  # a game without opponents: the key it does not take
+            del out["opponent"]
+        return out
 
 
 def default_stages(choices: Optional[CurriculumChoices]) -> list[Stage]:
@@ -90,13 +102,16 @@ def default_stages(choices: Optional[CurriculumChoices]) -> list[Stage]:
 class Curriculum:
     """Stages in order, the current one, and a window of its most recent episode results.
     With ``choices`` (the game's ``Task.curriculum``) every stage is checked against the game's
-    names; ``default`` and ``from_dict``, which build a run's curriculum, always check."""
+    names (a stage that names no opponent gets the game's default one); ``default`` and
+    ``from_dict``, which build a run's curriculum, always check."""
 
     def __init__(self, stages: Sequence[Stage], window: int = DEFAULT_WINDOW,
                  choices: Optional[CurriculumChoices] = None):
         if not stages:
             raise ValueError("a curriculum needs at least one stage")
         if choices is not None:
+            stages = [replace(s, opponent=choices.default_opponent) if s.opponent is None else s
+                      for s in stages]
             for stage in stages:
                 stage.check(choices)
         names = [s.name for s in stages]
@@ -124,8 +139,9 @@ class Curriculum:
                   choices: Optional[CurriculumChoices]) -> "Curriculum":
         """From a config value: ``"default"``, a list of stage dicts ``{"name", "games",
         "opponent", "threshold"}``, or ``{"stages": "default" | [...], "window": n}``
-        (what ``to_dict`` writes). ``choices``: the run's game's (``Task.curriculum``); a game
-        without one (None) has no curriculum, and asking for one is a ``ValueError``."""
+        (what ``to_dict`` writes). ``choices``: the run's game's
+        (``Task.curriculum.for_run(cfg)``); a game without one (None) has no curriculum, and
+        asking for one is a ``ValueError``."""
         if choices is None:
             raise ValueError("this game has no curriculum (its Task.curriculum is None)")
         if isinstance(spec, dict):
@@ -203,9 +219,10 @@ class Curriculum:
         new = self.stage
         self.history.append({"from": old.name, "to": new.name, "episode": self.episodes,
                              "rate": rate})
+        against = f"{new.opponent} opponent on " if new.opponent else ""
         msg = (f"curriculum: stage {old.name!r} -> {new.name!r} after {self.episodes} episodes "
                f"(success {rate:.2f} >= {old.threshold:.2f} over the last {self.window}); now "
-               f"{new.opponent} opponent on {', '.join(new.games)}")
+               f"{against}{', '.join(new.games)}")
         log.info(msg)
         return msg
 

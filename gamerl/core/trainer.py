@@ -119,7 +119,7 @@ class Trainer:
         log.info(self._disk_note())
         # What to play: the curriculum's stage (OpenSpiel) and replayed failures.
         self.curriculum = (Curriculum.from_dict(cfg.curriculum, cfg.curriculum_window,
-                                                choices=self.task.curriculum)
+                                                choices=self.task.curriculum.for_run(cfg))
                            if cfg.curriculum else None)
         self.replay = FailureReplay(cfg.replay_capacity) if cfg.replay_fraction > 0 else None
         if last is not None:

@@ -116,9 +116,17 @@ class CurriculumChoices:
     by runs that use one."""
 
     games: Callable[[], Sequence[str]]  # the games a stage may list
-    opponents: tuple[str, ...]  # the opponents a stage may name
+    opponents: tuple[str, ...]  # the opponents a stage may name; (): the game has none
     # the stages of ``curriculum: "default"``: {"name", "games", "opponent", "threshold"} each
     default_stages: Callable[[], list[dict]]
+    default_opponent: Optional[str] = None  # a stage's opponent where it names none
+    # cfg -> the choices of one run, where they depend on its settings (the Password Game's
+    # stages play at most the run's num_rules rules); None: these choices, whatever the run
+    run: Optional[Callable[[Any], "CurriculumChoices"]] = None
+
+    def for_run(self, cfg) -> "CurriculumChoices":
+        """What this run's stages may name (``run(cfg)``, else these choices)."""
+        return self.run(cfg) if self.run is not None else self
 
 
 @dataclass(frozen=True)

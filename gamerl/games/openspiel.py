@@ -177,7 +177,8 @@ def default_curriculum_stages() -> list[dict]:
 
 
 OPENSPIEL_CURRICULUM = CurriculumChoices(games=supported_games, opponents=OPPONENTS,
-                                         default_stages=default_curriculum_stages)
+                                         default_stages=default_curriculum_stages,
+                                         default_opponent="random")
 
 
 # ------------------------------------------------------------ the run's files, configure

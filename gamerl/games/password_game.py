@@ -34,15 +34,15 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Literal, Optional, Sequence
 
 from tasks.password_game.demos import SPECIALS, WORDS as EXPERT_WORDS
 from tasks.password_game.richtext import parse
 from tasks.password_game.rules import MONTHS, SPONSORS, broken_rule_detail
 
-from .base import (MakeEnv, ReportColumn, SampleTable, Task, code_span, elide, extract_answer,
-                   seed_eval, seed_instances, seed_start)
+from .base import (CurriculumChoices, Instance, MakeEnv, ReportColumn, SampleTable, Task,
+                   code_span, elide, extract_answer, instance_seed, seed_eval)
 from .pieces import ConfigFiles, VerlSpec, WizardQuestions
 
 __all__ = ["MONTHS", "SPECIALS", "SPONSORS", "SUM25_RUNS", "SYSTEM_PROMPT", "WORDS",
@@ -185,7 +185,8 @@ def expert_answer(cfg, rng: random.Random) -> Callable:
         inst = make_instance(episode.seed)
         obs = episode.last_obs
         if not episode.turns:
-            return first_password(inst, cfg.num_rules, rng, cfg.warmstart_extra_prob)
+            return first_password(inst, instance_rules(cfg, episode.instance), rng,
+                                  cfg.warmstart_extra_prob)
         return repair(inst, obs["last_password"], [r["satisfied"] for r in obs["rules"]], rng,
                       hatched=bool(obs.get("hatched")))
 
@@ -230,13 +231,17 @@ class PasswordGameSettings:
     reward_mode: Literal["absolute", "delta"] = "absolute"
 
 
-def password_game_config(cfg):
-    """The Password Game's GameConfig from a TrainConfig (its game fields)."""
+def password_game_config(cfg, num_rules: Optional[int] = None):
+    """The Password Game's GameConfig from a TrainConfig (its game fields); ``num_rules``: a
+    curriculum stage's rule count instead of the run's. A stage of fewer rules than
+    ``bonus_min_rules`` pays the bonus for holding all of its rules: the r12 preset's bonus at 12
+    rules (a win) means a win in a 6-rule stage too, not a bonus it can never earn."""
     from tasks.password_game import GameConfig, RewardConfig
 
-    return GameConfig(max_steps=cfg.max_steps, num_rules=cfg.num_rules, reward=RewardConfig(
+    n = cfg.num_rules if num_rules is None else num_rules
+    return GameConfig(max_steps=cfg.max_steps, num_rules=n, reward=RewardConfig(
         reward_per_rule=cfg.reward_per_rule, length_penalty=cfg.length_penalty,
-        episode_bonus=cfg.episode_bonus, bonus_min_rules=cfg.bonus_min_rules,
+        episode_bonus=cfg.episode_bonus, bonus_min_rules=min(cfg.bonus_min_rules, n),
         mode=cfg.reward_mode))
 
 
@@ -246,6 +251,45 @@ def password_rule_labels(n: int) -> list[str]:
     from tasks.password_game.rules import NUM_RULES, rule_label
 
     return [rule_label(i) if i < NUM_RULES else f"{i + 1}" for i in range(n)]
+
+
+# ----------------------------------------------------------------------------- curriculum
+# A curriculum over the number of rules (gamerl.core.curriculum): a stage's games are
+# "first-N", the game of the first N rules; a training instance of a stage is
+# {"seed", "num_rules"} (a plain seed without a curriculum: the run's num_rules). The held-out
+# evaluation always plays the run's num_rules, so its numbers compare with runs without one.
+
+STAGE_PREFIX = "first-"
+DEFAULT_STAGE_RULES = (6, 12, 26)  # the default stages, cut at the run's num_rules
+
+
+def stage_rules(game: str) -> int:
+    """``"first-6"`` -> 6."""
+    return int(game[len(STAGE_PREFIX):])
+
+
+def instance_rules(cfg, instance: Instance) -> int:
+    """The rules an instance plays: its stage's (a dict's ``num_rules``), else the run's."""
+    if isinstance(instance, dict) and "num_rules" in instance:
+        return int(instance["num_rules"])
+    return cfg.num_rules
+
+
+def curriculum_choices(cfg) -> CurriculumChoices:
+    """What a run's stages may name: "first-1" .. "first-{num_rules}" (no stage plays more
+    rules than the held-out games do), no opponent; the default stages the first 6, 12 and 26
+    rules that are fewer than num_rules, then num_rules itself, each ending at 50% success
+    (over the curriculum's window of games)."""
+    n = cfg.num_rules
+    rules = [k for k in DEFAULT_STAGE_RULES if k < n] + [n]
+    return CurriculumChoices(
+        games=lambda: [f"{STAGE_PREFIX}{k}" for k in range(1, n + 1)], opponents=(),
+        default_stages=lambda: [{"name": f"{STAGE_PREFIX}{k}", "games": [f"{STAGE_PREFIX}{k}"],
+                                 "threshold": 0.5} for k in rules])
+
+
+# The game's choices (all 26 rules); ``for_run(cfg)`` gives a run's, up to its num_rules.
+PASSWORD_CURRICULUM = replace(curriculum_choices(PasswordGameSettings()), run=curriculum_choices)
 
 
 # ------------------------------------------------------- the run's files, configure, verl
@@ -292,7 +336,9 @@ CONFIG_FILES = ConfigFiles(
         "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
                     "(seeds from eval_seed_start, disjoint from the training seeds); max_steps: "
                     "turns (passwords) per game.",
-        "curriculum": "OpenSpiel only: keep enabled false for the Password Game."},
+        "curriculum": "Over the number of rules: stages of games \"first-N\" (the first N "
+                      "rules, N <= num_rules; no opponent), the first 6 -> 12 -> 26 up to "
+                      "num_rules when stages is null. The held-out games play num_rules."},
 )
 
 
@@ -333,10 +379,12 @@ def verl_spec() -> VerlSpec:
 # ----------------------------------------------------------------------------- the task
 
 def _env_factory(cfg) -> MakeEnv:
+    """``make_env(instance=None)``: a game of the instance's rules (its curriculum stage's),
+    else the run's."""
     from tasks.password_game import LocalPasswordGameEnv
 
-    game_config = password_game_config(cfg)
-    return lambda: LocalPasswordGameEnv(game_config)
+    configs = {n: password_game_config(cfg, n) for n in range(1, cfg.num_rules + 1)}
+    return lambda instance=None: LocalPasswordGameEnv(configs[instance_rules(cfg, instance)])
 
 
 def _http_factory(cfg, base_url: str) -> MakeEnv:
@@ -344,9 +392,30 @@ def _http_factory(cfg, base_url: str) -> MakeEnv:
 
     from tasks.password_game import PasswordGameEnv
 
-    gc = password_game_config(cfg)
-    return lambda: PasswordGameEnv(base_url, max_steps=gc.max_steps, num_rules=gc.num_rules,
-                                   reward=asdict(gc.reward))
+    def make_env(instance=None):
+        gc = password_game_config(cfg, instance_rules(cfg, instance))
+        return PasswordGameEnv(base_url, max_steps=gc.max_steps, num_rules=gc.num_rules,
+                               reward=asdict(gc.reward))
+
+    return make_env
+
+
+def _start(make_env: MakeEnv, instance: Instance) -> tuple[Any, dict]:
+    """A seed plays the run's rules with ``make_env()`` (any factory a user hands the trainer);
+    a curriculum stage's ``{"seed", "num_rules"}`` asks the factory for that game,
+    ``make_env(instance)`` (the game's own factories take it)."""
+    env = make_env(instance) if isinstance(instance, dict) else make_env()
+    return env, env.reset(instance_seed(instance))
+
+
+def _train_instances(cfg, seeds: Sequence[int], stage: Optional[dict] = None) -> list:
+    """Seeds; under a curriculum ``{"seed", "num_rules"}``, a stage game drawn per seed."""
+    if stage is None:
+        return list(seeds)
+    games = list(stage["games"])
+    return [{"seed": s,
+             "num_rules": stage_rules(games[random.Random(f"game:{s}").randrange(len(games))])}
+            for s in seeds]
 
 
 def _turn_stats(info: dict) -> dict:
@@ -370,10 +439,10 @@ def make_task() -> Task:
         name="password_game",
         system_prompt=SYSTEM_PROMPT,
         extract=extract_password, feedback=feedback_message,
-        env_factory=_env_factory, http_env_factory=_http_factory, start=seed_start,
-        train_instances=seed_instances, eval_instances=seed_eval,
+        env_factory=_env_factory, http_env_factory=_http_factory, start=_start,
+        train_instances=_train_instances, eval_instances=seed_eval,
         turn_stats=_turn_stats, metrics=_metrics,
-        badness=lambda ep, cfg: 1.0 - rules_satisfied(ep) / max(cfg.num_rules, 1),
+        badness=lambda ep, cfg: 1.0 - rules_satisfied(ep) / instance_rules(cfg, ep.instance),
         demo=lambda cfg, rng: (lambda ep: demo_password(rng, cfg.num_rules,
                                                         cfg.warmstart_extra_prob)),
         expert_demo=expert_answer,
@@ -390,6 +459,6 @@ def make_task() -> Task:
                         ReportColumn("success_rate", "success", "{:.1%}"),
                         ReportColumn("turns", "turns"),
                         ReportColumn("per_rule_pass_rate", "per-rule pass rate")),
-        record_fields=_record_fields, sample_table=SAMPLE_TABLE,
+        record_fields=_record_fields, sample_table=SAMPLE_TABLE, curriculum=PASSWORD_CURRICULUM,
         server_port=8000, config_files=CONFIG_FILES, wizard=WIZARD, verl=verl_spec,
     )
