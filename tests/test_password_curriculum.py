@@ -114,3 +114,15 @@ def test_tiny_run_moves_from_one_rule_to_four_and_evaluates_on_four(tiny_dir, tm
     assert state["curriculum"]["history"][0]["from"] == "first-1"
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert len(summary["final"]["per_rule_pass_rate"]) == 4  # the held-out games: 4 rules
+
+
+def test_a_curriculum_round_trips_through_the_json_config_files(tmp_path):
+    """The run's train_config.json keeps the stages (no opponent key) and loads them back."""
+    from gamerl.config.jsonconfig import load_run_config, write_run_config
+
+    stages = [{"name": "first-6", "games": ["first-6"], "threshold": 0.6},
+              {"name": "first-12", "games": ["first-12"]}]
+    cfg = get_config("smollm2-135m-r12", curriculum=stages, curriculum_window=32)
+    train_path, env_path = write_run_config(cfg, tmp_path)
+    back, _ = load_run_config(train_path, env_path)
+    assert (back.curriculum, back.curriculum_window, back.num_rules) == (stages, 32, 12)

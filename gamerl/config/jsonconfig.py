@@ -202,9 +202,9 @@ def _curriculum_value(sec: dict, path: Path, base: TrainConfig) -> dict[str, Any
         stages = None
     if stages is not None:
         if not isinstance(stages, list) or not all(isinstance(s, dict) for s in stages):
-            raise ValueError(f"{where}.stages: expected null (the default easy -> medium -> "
-                             "hard stages) or a list of {\"name\", \"games\", \"opponent\", "
-                             f"\"threshold\"}} objects, got {json.dumps(stages)}")
+            raise ValueError(f"{where}.stages: expected null (the game's default stages) or a "
+                             "list of {\"name\", \"games\", \"opponent\", \"threshold\"} "
+                             f"objects, got {json.dumps(stages)}")
         from ..core.curriculum import Curriculum
         from ..games.registry import get_task
 

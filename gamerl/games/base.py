@@ -4,7 +4,8 @@ The rollout, PPO, evaluation and warm start are written once; a ``Task`` tells t
 game (one module each: ``password_game``, ``wordle``, ``openspiel``; the registry is
 ``gamerl.games.registry``):
 
-* **instances**: what one episode is. The Password Game: a seed (``int``). Wordle: a dict
+* **instances**: what one episode is. The Password Game: a seed (``int``; under a curriculum
+  over its rules a dict ``{"seed", "num_rules"}``). Wordle: a dict
   ``{"seed", "answer"}`` (held-out evaluation uses a fixed set of answers that training never
   sees: seeds alone would not hold answers out, since any 2,309 seeds cover most answers).
   OpenSpiel: a dict ``{"seed", "game", "opponent"}`` (the curriculum picks the game and opponent).
