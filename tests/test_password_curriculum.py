@@ -90,10 +90,15 @@ def test_badness_and_the_experts_first_password_use_the_instance_rules():
         assert all(held[r] for r in ahead) == (rules == 12)  # a 6-rule stage's: its 6 rules
 
 
-def test_tiny_run_moves_from_one_rule_to_four_and_evaluates_on_four(tiny_dir, tmp_path):
+def test_tiny_run_moves_from_one_rule_to_four_and_evaluates_on_four(tiny_dir, tmp_path, caplog,
+                                                                    capsys):
     """A 1-rule stage (5+ characters) is won by almost any answer, so the curriculum leaves it
     after its first window; the episodes played say which stage each came from; the held-out
-    evaluation plays the run's 4 rules; last/ keeps the curriculum's progress for a resume."""
+    evaluation plays the run's 4 rules; last/ keeps the curriculum's progress for a resume. The
+    stage change is said once where the log prints INFO (as the CLI's does; it was printed
+    twice there)."""
+    import logging
+
     from gamerl.core.trainer import Trainer
 
     cfg = get_config("tiny", model=str(tiny_dir), num_rules=4, max_steps=2, max_new_tokens=12,
@@ -103,7 +108,10 @@ def test_tiny_run_moves_from_one_rule_to_four_and_evaluates_on_four(tiny_dir, tm
                      curriculum=[{"name": "first-1", "games": ["first-1"], "threshold": 0.5},
                                  {"name": "first-4", "games": ["first-4"], "threshold": 0.5}])
     trainer = Trainer(cfg, run_dir=tmp_path / "run")
-    trainer.train()
+    with caplog.at_level(logging.INFO, logger="gamerl"):
+        trainer.train()
+    said = capsys.readouterr().out + caplog.text
+    assert said.count("stage 'first-1' -> 'first-4'") == 1
     records = [json.loads(line) for line in (tmp_path / "run" / "episodes.jsonl").open()]
     by_epoch = {e: {r["instance"]["num_rules"] for r in records if r["epoch"] == e}
                 for e in (0, 1)}

@@ -423,7 +423,9 @@ class Trainer:
             out.update(self.replay.metrics())
         if self.curriculum is not None:
             announcement = self.curriculum.update([ep.success for ep in episodes])
-            if announcement:
+            # said once: the curriculum logs it, which the CLI prints; where nothing prints the
+            # "gamerl" log's INFO (a notebook), here
+            if announcement and not (log.isEnabledFor(logging.INFO) and log.hasHandlers()):
                 tqdm.write(announcement)
             out.update(self.curriculum.metrics())
             out["curriculum/stage_name"] = self.curriculum.stage.name
