@@ -58,7 +58,8 @@ def test_a_stage_instance_plays_its_rules_and_can_earn_the_bonus():
         env, obs = TASK.start(make_env, instance)
         game = env.game.config
         assert game.num_rules == rules and game.reward.bonus_min_rules == rules
-        _, reward, done, info = env.step(password_solver_answer(_episode(instance, obs)))  # holds every rule
+        solver = password_solver_answer(_episode(instance, obs))  # holds every rule
+        _, reward, done, info = env.step(solver)
         assert done and info["success"] and info["num_revealed"] == rules
         assert reward > cfg.episode_bonus  # the bonus is in it
     # over HTTP the session is opened with the stage's rules (no server needed to build it)
@@ -134,3 +135,21 @@ def test_a_curriculum_round_trips_through_the_json_config_files(tmp_path):
     train_path, env_path = write_run_config(cfg, tmp_path)
     back, _ = load_run_config(train_path, env_path)
     assert (back.curriculum, back.curriculum_window, back.num_rules) == (stages, 32, 12)
+
+
+def test_stages_are_checked_against_num_rules_from_either_file(tmp_path):
+    """env_config.json's num_rules bounds the train file's stages: read together, not the
+    base preset's 6 rules (a first-12 stage was refused before both files were read)."""
+    from gamerl.config.jsonconfig import load_run_config, write_run_config
+
+    stages = [{"name": "first-6", "games": ["first-6"]},
+              {"name": "first-12", "games": ["first-12"]}]
+    train_path, env_path = write_run_config(get_config("smollm2-135m-r12", curriculum=stages),
+                                            tmp_path)
+    cfg, _ = load_run_config(train_path, env_path, base=get_config("smollm2-135m"))
+    assert (cfg.num_rules, cfg.curriculum) == (12, stages)
+    env = json.loads(env_path.read_text())
+    env["num_rules"] = 8
+    env_path.write_text(json.dumps(env))
+    with pytest.raises(ValueError, match=r"env_config.json: .*unknown games \['first-12'\]"):
+        load_run_config(train_path, env_path)

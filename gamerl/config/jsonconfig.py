@@ -208,10 +208,13 @@ def _curriculum_value(sec: dict, path: Path, base: TrainConfig) -> dict[str, Any
         from ..core.curriculum import Curriculum
         from ..games.registry import get_task
 
-        choices = get_task(base.task).curriculum  # what the game's stages may name
+        # what the game's stages may name, whatever the run: a bound of the run's (a Password
+        # stage past num_rules, which env_config.json may set) is TrainConfig's to check, once
+        # both files are read
+        choices = get_task(base.task).curriculum
         try:  # a game without a curriculum: TrainConfig refuses it, naming the game
             if choices is not None:
-                Curriculum.from_dict(stages, choices=choices.for_run(base))
+                Curriculum.from_dict(stages, choices=choices)
         except (ValueError, TypeError) as e:
             raise ValueError(f"{where}.stages: {e}") from None
     return {"curriculum": (stages if stages is not None else "default") if enabled else None}
