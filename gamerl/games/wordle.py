@@ -240,7 +240,8 @@ CONFIG_FILES = ConfigFiles(
         "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
                     "(answers training never draws). Turns per game: env_config.json's "
                     "max_guesses (max_steps is not used by Wordle).",
-        "curriculum": "OpenSpiel only: keep enabled false for Wordle."},
+        "curriculum": "Wordle has none (OpenSpiel and the Password Game have one): keep "
+                      "enabled false."},
 )
 
 
