@@ -153,3 +153,11 @@ def test_stages_are_checked_against_num_rules_from_either_file(tmp_path):
     env_path.write_text(json.dumps(env))
     with pytest.raises(ValueError, match=r"env_config.json: .*unknown games \['first-12'\]"):
         load_run_config(train_path, env_path)
+
+
+def test_a_run_without_a_curriculum_keeps_its_bonus_threshold():
+    """Only a stage's smaller game caps the bonus: a run's own game of 6 rules with the bonus
+    from 10 rules on pays none, as before the curriculum existed."""
+    cfg = TrainConfig(num_rules=6, bonus_min_rules=10)
+    env, _ = TASK.start(TASK.env_factory(cfg), 7)
+    assert env.game.config.reward.bonus_min_rules == 10

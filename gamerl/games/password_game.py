@@ -235,14 +235,15 @@ def password_game_config(cfg, num_rules: Optional[int] = None):
     """The Password Game's GameConfig from a TrainConfig (its game fields); ``num_rules``: a
     curriculum stage's rule count instead of the run's. A stage of fewer rules than
     ``bonus_min_rules`` pays the bonus for holding all of its rules: the r12 preset's bonus at 12
-    rules (a win) means a win in a 6-rule stage too, not a bonus it can never earn."""
+    rules (a win) means a win in a 6-rule stage too, not a bonus it can never earn. The run's
+    own game keeps ``bonus_min_rules`` as it is."""
     from tasks.password_game import GameConfig, RewardConfig
 
     n = cfg.num_rules if num_rules is None else num_rules
+    bonus_min_rules = cfg.bonus_min_rules if n == cfg.num_rules else min(cfg.bonus_min_rules, n)
     return GameConfig(max_steps=cfg.max_steps, num_rules=n, reward=RewardConfig(
         reward_per_rule=cfg.reward_per_rule, length_penalty=cfg.length_penalty,
-        episode_bonus=cfg.episode_bonus, bonus_min_rules=min(cfg.bonus_min_rules, n),
-        mode=cfg.reward_mode))
+        episode_bonus=cfg.episode_bonus, bonus_min_rules=bonus_min_rules, mode=cfg.reward_mode))
 
 
 def password_rule_labels(n: int) -> list[str]:
