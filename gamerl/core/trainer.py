@@ -117,7 +117,7 @@ class Trainer:
         self._load_policy_and_reference(self.base_model, last, device, dtype)
         self.optimizer = make_optimizer(self.policy, cfg)
         log.info(self._disk_note())
-        # What to play: the curriculum's stage (OpenSpiel) and replayed failures.
+        # What to play: the curriculum's stage (OpenSpiel, the Password Game) and replayed failures.
         self.curriculum = (Curriculum.from_dict(cfg.curriculum, cfg.curriculum_window,
                                                 choices=self.task.curriculum.for_run(cfg))
                            if cfg.curriculum else None)
