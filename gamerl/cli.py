@@ -286,7 +286,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     res = evaluate(lm, tok, seeds, cfg, greedy=args.greedy, sample_seed=cfg.seed + 1234,
                    make_env=make_env)
     rows = {"policy": res, **reference_rows(tok, seeds, cfg, make_env)}
-    print(format_table(rows, get_task(cfg.task).headline))
+    print(format_table(rows, get_task(cfg.task).report_columns, cfg.to_dict()))
     hit = {name: r for name, r in rows.items()
            if r.get("lost_episodes") or r.get("replayed_episodes")}
     if hit:  # the game server lost sessions mid-episode (gamerl.core.sessions)

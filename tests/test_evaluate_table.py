@@ -53,3 +53,23 @@ def test_every_reference_agent_has_a_label_that_is_not_an_upper_bound(task):
 def test_password_game_rows_say_what_they_bound():
     labels = get_task("password_game").reference_labels
     assert labels == {"solver": "solver (all rules)", "random": "random strings (floor)"}
+
+
+def test_a_games_report_columns_head_the_console_table_as_the_docs_tables():
+    """The trainer's and the CLI's table show the game's ``Task.report_columns`` (the columns
+    the docs' tables print) with their headers and formats; reward, success and turns once each;
+    the per-rule pass rates (a list) stay out of a console line."""
+    wordle = {"policy": {"reward": 0.31, "invalid_rate": 0.016, "repeat_rate": 0.107,
+                         "best_greens": 1.32, "guesses_when_solved": 4.0, "success_rate": 0.0,
+                         "turns": 6.0, "episodes": 256}}
+    head, (line,) = _columns(format_table(wordle, get_task("wordle").report_columns))
+    for name, value in (("invalid guesses", "1.6%"), ("repeated guesses", "10.7%"),
+                        ("best greens (of 5)", "1.32"), ("success", "0.0%")):
+        end = head.index(name) + len(name)
+        assert line[end - len(value):end] == value, (name, line)
+    assert head.split().count("reward") == 1 and "won" not in head.split()
+    password = {k: {**r, "per_rule_pass_rate": [1.0, 0.5]} for k, r in ROWS.items()}
+    head, lines = _columns(format_table(password, get_task("password_game").report_columns,
+                                        {"num_rules": 12}))
+    assert "rules satisfied (of 12)" in head and "per-rule" not in head
+    assert head.split().count("turns") == 1 and all(len(l) == len(head) for l in lines)

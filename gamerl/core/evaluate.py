@@ -25,10 +25,11 @@ baseline and final evaluations use the same random numbers and the training RNG 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import torch
 
+from ..games.base import ReportColumn
 from ..games.registry import get_task
 from .rollout import Episode, LMPolicy, RolloutConfig, ScriptedPolicy, rollout
 
@@ -114,15 +115,28 @@ def column_label(key: str) -> str:
     return key.replace("_", " ")
 
 
-def format_table(rows: dict[str, dict[str, Any]], extra: Sequence[str] = ("rules_satisfied",)) -> str:
+def format_table(rows: dict[str, dict[str, Any]],
+                 extra: Sequence[str | ReportColumn] = ("rules_satisfied",),
+                 config: Optional[Mapping[str, Any]] = None) -> str:
     """A plain-text table: one row per policy (named by its ``label`` when it has one, else by
-    its key); ``extra`` are task columns (``Task.headline``) shown when a row has them. Column
-    names are printed in full and each column is as wide as its name or its numbers."""
-    extra = [k for k in extra if any(k in r for r in rows.values())]
+    its key). Reward, success, turns and episodes are always columns; ``extra`` are the task's
+    own, shown when a row has them: a metric key (titled by ``column_label``, written "0.00") or
+    a ``ReportColumn`` (the game's ``Task.report_columns``, as the docs' tables show them: its
+    header filled in from ``config``, e.g. "rules satisfied (of 12)", and its format). A
+    list-valued number (per-rule pass rates) is left to the docs' tables and figures: one row
+    of 26 entries is not a column. Column names are printed in full and each column is as wide
+    as its name or its numbers."""
+    always = ("reward", "success_rate", "turns", "episodes")
+    picked = []
+    for col in extra:
+        col = col if isinstance(col, ReportColumn) else ReportColumn(col, column_label(col))
+        if col.key not in always and any(isinstance(r.get(col.key), (int, float))
+                                         for r in rows.values()):
+            picked.append((col.header.format(**(config or {})), col.key, col.fmt))
     names = {key: str(r.get("label", key)) for key, r in rows.items()}
     columns = [("reward", lambda r: f"{r['reward']:.2f}")]
-    columns += [(column_label(k), lambda r, k=k: f"{r[k]:.2f}"
-                 if isinstance(r.get(k), (int, float)) else "-") for k in extra]
+    columns += [(title, lambda r, k=k, fmt=fmt: fmt.format(r[k])
+                 if isinstance(r.get(k), (int, float)) else "-") for title, k, fmt in picked]
     columns += [("success", lambda r: f"{r['success_rate']:.1%}"),
                 ("turns", lambda r: f"{r['turns']:.2f}"),
                 ("episodes", lambda r: f"{r['episodes']:d}")]

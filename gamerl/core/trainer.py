@@ -507,7 +507,7 @@ class Trainer:
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         self.tracker.summary({f"final/{k}": v for k, v in scalars(final).items()})
         self.tracker.finish()
-        summary["table"] = format_table(rows, self.task.headline)
+        summary["table"] = format_table(rows, self.task.report_columns, cfg.to_dict())
         return summary
 
 

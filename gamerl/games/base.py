@@ -16,8 +16,9 @@ game (one module each: ``password_game``, ``wordle``, ``openspiel``; the registr
   (the game's own evaluation columns beside reward and success), ``badness(episode)`` in [0, 1]
   (the failure replay's priority), ``metric_descriptions`` (what its columns are, for figures)
   and ``metric_entry_labels`` (the names of a list-valued column's entries, for figures);
-  ``report_columns`` (the columns the benchmark docs' tables of its runs show, a ``ReportColumn``
-  each: reward, success and turns unless the game names its own);
+  ``report_columns`` (the columns of its results tables, a ``ReportColumn`` each: the benchmark
+  docs' tables of its runs, the trainer's and the CLI's console table; reward, success and
+  turns unless the game names its own);
 * **helpers**: ``demo(cfg, rng)`` answers for the warm start (format, not skill; optional:
   ``expert_demo(cfg, rng)``, an expert's answers, skill included), and
   ``reference_agents(cfg)`` (the solver / random rows of an evaluation table, keyed by short
@@ -132,8 +133,9 @@ class CurriculumChoices:
 
 @dataclass(frozen=True)
 class ReportColumn:
-    """A column of the tables the benchmark docs print from runs' summary.json
-    (``bench/doc_numbers.py spread``): ``key``, an evaluation number of the summary's rows;
+    """A column of a game's results tables: those the benchmark docs print from runs'
+    summary.json (``bench/doc_numbers.py spread``) and the console's
+    (``gamerl.core.evaluate.format_table``, which leaves list-valued ones out): ``key``, an evaluation number of the summary's rows;
     ``header``, its title, ``str.format``-ed with the run's config ("rules satisfied (of
     {num_rules})"); ``fmt``, how one number is written ("{:.2f}", "{:.1%}"). A list-valued
     number (the per-rule pass rates) shows its entries side by side, each written with ``fmt``."""
@@ -166,7 +168,7 @@ class Task:
     demo: Callable[[Any, Any], Callable[[Episode], str]]  # (cfg, random.Random) -> answers
     reference_agents: Callable[[Any], dict[str, Callable[[Episode], str]]]
     max_turns: Callable[[Any], int]  # cfg -> turns per episode
-    headline: tuple[str, ...] = ()  # metric keys shown in progress bars and tables
+    headline: tuple[str, ...] = ()  # metric keys in progress bars, epoch lines and figures
     # reference agent name -> what its row is. Named for what the row bounds, not "upper bound":
     # the Password Game's solver satisfies every rule but its long password pays the length
     # penalty, so a trained policy can out-earn it.
