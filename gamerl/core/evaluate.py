@@ -132,7 +132,11 @@ def format_table(rows: dict[str, dict[str, Any]],
         col = col if isinstance(col, ReportColumn) else ReportColumn(col, column_label(col))
         if col.key not in always and any(isinstance(r.get(col.key), (int, float))
                                          for r in rows.values()):
-            picked.append((col.header.format(**(config or {})), col.key, col.fmt))
+            try:  # "rules satisfied (of {num_rules})" needs the run's config
+                title = col.header.format(**(config or {}))
+            except (KeyError, IndexError):
+                title = column_label(col.key)
+            picked.append((title, col.key, col.fmt))
     names = {key: str(r.get("label", key)) for key, r in rows.items()}
     columns = [("reward", lambda r: f"{r['reward']:.2f}")]
     columns += [(title, lambda r, k=k, fmt=fmt: fmt.format(r[k])
