@@ -135,7 +135,8 @@ class CurriculumChoices:
 class ReportColumn:
     """A column of a game's results tables: those the benchmark docs print from runs'
     summary.json (``bench/doc_numbers.py spread``) and the console's
-    (``gamerl.core.evaluate.format_table``, which leaves list-valued ones out): ``key``, an evaluation number of the summary's rows;
+    (``gamerl.core.evaluate.format_table``, which leaves list-valued ones out): ``key``, an
+    evaluation number of the summary's rows;
     ``header``, its title, ``str.format``-ed with the run's config ("rules satisfied (of
     {num_rules})"); ``fmt``, how one number is written ("{:.2f}", "{:.1%}"). A list-valued
     number (the per-rule pass rates) shows its entries side by side, each written with ``fmt``."""
