@@ -292,7 +292,7 @@ def _columns(summaries: list[dict]) -> list[tuple[str, str, str]]:
 
     config = summaries[0]["config"]
     task = get_task(config.get("task", "password_game"))  # summaries before tasks: the game
-    return [(c.key, c.header.format(**config), c.fmt) for c in task.report_columns
+    return [(c.key, c.title(config), c.fmt) for c in task.report_columns
             if all(c.key in s["final"] for s in summaries)]
 
 

@@ -75,3 +75,15 @@ def test_a_games_report_columns_head_the_console_table_as_the_docs_tables():
     # without the run's config the header has no number to fill in: the key's name, no KeyError
     assert "rules satisfied  " in format_table(password, get_task("password_game").report_columns)
     assert head.split().count("turns") == 1 and all(len(l) == len(head) for l in lines)
+
+
+def test_a_report_columns_title_is_the_one_place_its_header_is_filled():
+    """``ReportColumn.title``: what the console's table and the docs' tables
+    (``bench/doc_numbers.py``) both print; a config without the header's field falls back to the
+    key's words instead of raising."""
+    from gamerl.games.base import ReportColumn
+
+    col = ReportColumn("rules_satisfied", "rules satisfied (of {num_rules})")
+    assert col.title({"num_rules": 12, "task": "password_game"}) == "rules satisfied (of 12)"
+    assert col.title({"task": "password_game"}) == col.title() == "rules satisfied"
+    assert ReportColumn("reward", "reward").title({}) == "reward"

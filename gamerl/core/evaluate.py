@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import torch
 
-from ..games.base import ReportColumn
+from ..games.base import ReportColumn, column_label
 from ..games.registry import get_task
 from .rollout import Episode, LMPolicy, RolloutConfig, ScriptedPolicy, rollout
 
@@ -110,11 +110,6 @@ def reference_rows(tokenizer, seeds: Sequence[Any], cfg,
             for name, fn in task.reference_agents(cfg).items()}
 
 
-def column_label(key: str) -> str:
-    """A metric key as a column or axis name: ``rules_satisfied`` -> ``rules satisfied``."""
-    return key.replace("_", " ")
-
-
 def format_table(rows: dict[str, dict[str, Any]],
                  extra: Sequence[str | ReportColumn] = ("rules_satisfied",),
                  config: Optional[Mapping[str, Any]] = None) -> str:
@@ -122,7 +117,7 @@ def format_table(rows: dict[str, dict[str, Any]],
     its key). Reward, success, turns and episodes are always columns; ``extra`` are the task's
     own, shown when a row has them: a metric key (titled by ``column_label``, written "0.00") or
     a ``ReportColumn`` (the game's ``Task.report_columns``, as the docs' tables show them: its
-    header filled in from ``config``, e.g. "rules satisfied (of 12)", and its format). A
+    ``title(config)``, e.g. "rules satisfied (of 12)", and its format). A
     list-valued number (per-rule pass rates) is left to the docs' tables and figures: one row
     of 26 entries is not a column. Column names are printed in full and each column is as wide
     as its name or its numbers."""
@@ -132,11 +127,7 @@ def format_table(rows: dict[str, dict[str, Any]],
         col = col if isinstance(col, ReportColumn) else ReportColumn(col, column_label(col))
         if col.key not in always and any(isinstance(r.get(col.key), (int, float))
                                          for r in rows.values()):
-            try:  # "rules satisfied (of {num_rules})" needs the run's config
-                title = col.header.format(**(config or {}))
-            except (KeyError, IndexError):
-                title = column_label(col.key)
-            picked.append((title, col.key, col.fmt))
+            picked.append((col.title(config), col.key, col.fmt))
     names = {key: str(r.get("label", key)) for key, r in rows.items()}
     columns = [("reward", lambda r: f"{r['reward']:.2f}")]
     columns += [(title, lambda r, k=k, fmt=fmt: fmt.format(r[k])

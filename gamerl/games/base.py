@@ -72,8 +72,8 @@ Episode = Any  # gamerl.core.rollout.Episode (not imported: the games never impo
 __all__ = ["DEFAULT_REPORT_COLUMNS", "GENERIC_METRIC_DESCRIPTIONS", "MAX_TURNS_SHOWN",
            "CurriculumChoices", "Instance", "MakeEnv", "ReportColumn", "SampleTable",
            "SessionNotFoundError", "Task", "TooManySessionsError", "after_marker", "code_span",
-           "elide", "episode_instance", "extract_answer", "instance_key", "instance_seed",
-           "seed_eval", "seed_instances", "seed_start", "wilson_interval"]
+           "column_label", "elide", "episode_instance", "extract_answer", "instance_key",
+           "instance_seed", "seed_eval", "seed_instances", "seed_start", "wilson_interval"]
 
 
 def instance_seed(instance: Instance) -> int:
@@ -131,6 +131,11 @@ class CurriculumChoices:
         return self.run(cfg) if self.run is not None else self
 
 
+def column_label(key: str) -> str:
+    """A metric key as a column or axis name: ``rules_satisfied`` -> ``rules satisfied``."""
+    return key.replace("_", " ")
+
+
 @dataclass(frozen=True)
 class ReportColumn:
     """A column of a game's results tables: those the benchmark docs print from runs'
@@ -144,6 +149,15 @@ class ReportColumn:
     key: str
     header: str
     fmt: str = "{:.2f}"
+
+    def title(self, config: Optional[Mapping[str, Any]] = None) -> str:
+        """The header with the run's config filled in ("rules satisfied (of 12)"); without a
+        config, or one that lacks a field the header names, the key's own words
+        ("rules satisfied"), so a table is never left without a title."""
+        try:
+            return self.header.format(**(config or {}))
+        except (KeyError, IndexError):
+            return column_label(self.key)
 
 
 # The columns of a game that names none of its own: what every evaluation has.
