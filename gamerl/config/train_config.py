@@ -611,12 +611,12 @@ SMOLLM2_135M_PRESET = dict(
 # game's own and appear only when revealed, so a win takes at least 3 turns (5 here); the
 # expert's first password holds the rules known ahead with probability 0.95 per next rule (it
 # scores 10.7 of 12, 70% success in 5 turns); the +10 pays a win only; answers grow to ~40
-# tokens. 6 PPO epochs: on the 2-core AMD EPYC CI runs on, seeds 0 and 1 at 0909371 took 32 and
-# 33 minutes (2026-11-27, a fast hour of it; its slow hours ran 4 epochs in 49-59), 2.53/2.70 ->
-# 6.41/5.56 -> 9.06/8.52 of 12 rules (mean 8.79); 4 epochs gave 8.77/7.47 (seed 1 ranged
-# 6.25-7.56 over three 4-epoch runs from one warm start). 8 epochs reached 8.72-9.12 over three
-# runs but took 70-85 minutes on a slow hour (42-60 on the Intel Xeon of 2026-11-25;
-# docs/benchmarks.md).
+# tokens. 6 PPO epochs and the top 6 of 30 layers trained: on the 2-core AMD EPYC CI runs on,
+# seeds 0 and 1 took 34 and 37 minutes (2026-11-27), 2.53/2.70 -> 6.73/6.58 -> 9.12/8.50 of 12
+# rules (mean 8.81), 14.1%/15.6% success, against 6.41/5.56 -> 9.06/8.52 and 6.2%/12.5% with
+# the top 4 (32-33 minutes): more wins and reward on both seeds, the same rules. 4 epochs gave
+# 8.77/7.47; 8 epochs reached 8.72-9.12 over three runs but took 70-85 minutes on a slow hour
+# (docs/benchmarks.md).
 SMOLLM2_135M_R12_PRESET = dict(
     SMOLLM2_135M_PRESET,
     num_rules=12,
@@ -625,6 +625,7 @@ SMOLLM2_135M_R12_PRESET = dict(
     max_new_tokens=48,
     max_context_tokens=3072,
     epochs=6,
+    trainable_layers=6,
     warmstart_extra_prob=0.95,
 )
 
