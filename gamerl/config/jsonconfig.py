@@ -48,7 +48,8 @@ generation    max_new_tokens, temperature, top_p, top_k, max_context_tokens, fee
 training      epochs, episodes_per_epoch, max_steps, seed, train_seed_start,
               train_seed_count, eval_seed_start, eval_episodes, save_every, eval_every,
               warmstart, warmstart_examples, warmstart_steps, warmstart_batch_size,
-              warmstart_lr, warmstart_checkpoint_seconds
+              warmstart_lr, warmstart_checkpoint_seconds, warmstart_rft_rounds,
+              warmstart_rft_episodes, warmstart_rft_keep, warmstart_rft_steps
                                                        the field of the same name
 curriculum    enabled, stages             curriculum: enabled false -> None; stages null
                                           (or "default") -> "default"; else the list of
@@ -113,7 +114,9 @@ SECTIONS: dict[str, dict[str, str]] = {
                                 "eval_episodes", "save_every", "eval_every", "warmstart",
                                 "warmstart_examples", "warmstart_steps",
                                 "warmstart_batch_size", "warmstart_lr",
-                                "warmstart_checkpoint_seconds")},
+                                "warmstart_checkpoint_seconds", "warmstart_rft_rounds",
+                                "warmstart_rft_episodes", "warmstart_rft_keep",
+                                "warmstart_rft_steps")},
     "curriculum": {"window": "curriculum_window"},
     "replay": {"capacity": "replay_capacity"},
     "logging": {k: k for k in ("wandb_mode", "wandb_project", "progress")},

@@ -6,7 +6,7 @@ what the model is told), ``password_game`` (that game's rules and reward: its ow
 ``gamerl.games.password_game.PasswordGameSettings``; Wordle's and OpenSpiel's settings are their
 ``task_config``), ``sampling``, ``schedule`` (epochs, episodes, evaluation), ``instances`` (which
 games are played: seeds, curriculum, failure replay), ``optim``, ``ppo`` (the loss), ``advantage``,
-``kl``, ``sft`` (the warm start) and ``output``.
+``kl``, ``sft`` (the warm start), ``rft`` (its rejection-sampling rounds) and ``output``.
 
 Every setting also has one flat name, unique across the sections (``lr``, ``num_rules``,
 ``warmstart_steps``): presets, ``--set NAME=VALUE``, ``get_config(**overrides)``,
@@ -238,6 +238,20 @@ class WarmStartSettings:
 
 
 @dataclass
+class RFTSettings:
+    """Rejection-sampling fine-tuning (RFT; ReST-EM, STaR), the warm start's second part
+    (warmstart.py::rejection_sampled), after the demonstrations: each round the model plays
+    ``warmstart_rft_episodes`` training games with the run's sampling settings, keeps the
+    ``warmstart_rft_keep`` fraction with the highest return and trains ``warmstart_rft_steps``
+    more steps (``warmstart_batch_size``, ``warmstart_lr``) on them alone: answers it can
+    already sample and that paid, the distribution PPO then re-weights. 0 rounds: off."""
+    warmstart_rft_rounds: int = 0
+    warmstart_rft_episodes: int = 128
+    warmstart_rft_keep: float = 0.25
+    warmstart_rft_steps: int = 16
+
+
+@dataclass
 class OutputSettings:
     """Where the run goes and how it is logged."""
     out_dir: Optional[str] = None  # None: checkpoints/<preset>-<timestamp>
@@ -253,7 +267,7 @@ SECTIONS: dict[str, type] = {
     "password_game": PasswordGameSettings, "sampling": SamplingSettings,
     "schedule": ScheduleSettings, "instances": InstanceSettings, "optim": OptimSettings,
     "ppo": PPOSettings, "advantage": AdvantageSettings, "kl": KLSettings,
-    "sft": WarmStartSettings, "output": OutputSettings,
+    "sft": WarmStartSettings, "rft": RFTSettings, "output": OutputSettings,
 }
 
 
@@ -288,6 +302,7 @@ class TrainConfig:
     advantage: AdvantageSettings
     kl: KLSettings
     sft: WarmStartSettings
+    rft: RFTSettings
     output: OutputSettings
 
     def __init__(self, **settings: Any) -> None:
@@ -372,6 +387,11 @@ class TrainConfig:
         need(self.temperature > 0, "temperature must be > 0 (use evaluate(greedy=True) for argmax)")
         need(self.max_new_tokens >= 1, "max_new_tokens >= 1")
         need(self.warmstart_checkpoint_seconds >= 0, "warmstart_checkpoint_seconds >= 0")
+        need(self.warmstart_rft_rounds >= 0, "warmstart_rft_rounds >= 0 (0: no RFT)")
+        need(self.warmstart_rft_episodes >= 1, "warmstart_rft_episodes >= 1")
+        need(0 < self.warmstart_rft_keep <= 1, "warmstart_rft_keep in (0, 1]: the fraction of "
+             "each round's games kept")
+        need(self.warmstart_rft_steps >= 1, "warmstart_rft_steps >= 1")
         if self.advantage_estimator == "grpo":
             need(self.group_size >= 2 and self.episodes_per_epoch % self.group_size == 0,
                  "grpo needs group_size >= 2 dividing episodes_per_epoch")

@@ -17,7 +17,14 @@ before PPO the model imitates demonstrations (``cfg.warmstart_demos``):
   Game's ``tasks.password_game.demos``) writes a short first password that holds the rules a
   player knows ahead, then repair turns that keep the password and change only what the
   feedback names: the multi-turn skill, scoring near the solver, which RL then sharpens;
-* loss only on the answer tokens (prompt and feedback are context, not something to imitate).
+* loss only on the answer tokens (prompt and feedback are context, not something to imitate);
+* then, where ``warmstart_rft_rounds`` > 0, rejection-sampling fine-tuning (RFT: ReST-EM's
+  expectation and maximisation steps, STaR's filter): each round the model plays
+  ``warmstart_rft_episodes`` training games with the run's own sampling settings, the
+  ``warmstart_rft_keep`` fraction with the highest return is kept, and it trains
+  ``warmstart_rft_steps`` more steps on those episodes alone (``rejection_sampled``). The
+  demonstrations teach what the expert does; these teach what the model itself can already
+  sample and that paid, which is the distribution PPO then re-weights.
 
 The result is cached in ``<run_dir>/warmstart`` with a marker of the settings that made it; a
 resumed run with the same settings loads it instead of training again. While it trains, the warm
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import shutil
 import time
@@ -77,6 +85,53 @@ def demonstrations(cfg, tokenizer, seed: int) -> list[tuple[list[int], list[int]
     episodes = rollout(demo, tokenizer, games, local_env_factory(cfg),
                        RolloutConfig.from_train_config(cfg))
     return [(ep.token_ids, ep.policy_mask) for ep in episodes]
+
+
+def rejection_sampled(lm, tokenizer, cfg, round_index: int
+                      ) -> tuple[list[tuple[list[int], list[int]]], dict[str, Any]]:
+    """One round of rejection sampling: the model's own best episodes, as (token_ids, mask).
+
+    ``lm`` plays ``warmstart_rft_episodes`` games on training instances (drawn, like the
+    demonstrations', from the training seeds; another draw each round) with the run's sampling
+    settings (temperature, top-k, top-p: what PPO's rollouts sample), against the real game.
+    The episodes are ranked by return, the sum of the game's turn rewards; the first
+    ``ceil(warmstart_rft_keep * n)`` are kept (ties: the earlier game first, so a round is
+    reproducible). A kept episode's mask is its own answers, exactly as a rollout records them.
+
+    Returns (kept, stats): stats holds the round's sample (its ``episode_metrics`` numbers:
+    reward, success rate, the game's own), how many were kept, and the kept returns' lowest
+    and mean, so a run's summary says what the filter chose from."""
+    from .epoch import scalars
+    from .evaluate import episode_metrics, local_env_factory
+    from ..games.registry import get_task
+    from .rollout import LMPolicy, RolloutConfig, rollout
+
+    t0 = time.time()
+    rng = random.Random(f"rft-{cfg.seed}-{round_index}")  # a draw of its own, not the SFT's
+    seeds = cfg.train_seeds()
+    games = get_task(cfg.task).train_instances(
+        cfg, [seeds[rng.randrange(len(seeds))] for _ in range(cfg.warmstart_rft_episodes)], None)
+    rcfg = RolloutConfig.from_train_config(cfg)
+    rcfg.record_logprobs = False  # imitated, not scored: no log-probs needed
+    was_training = lm.training
+    lm.eval()
+    with torch.random.fork_rng(devices=[lm.device] if lm.device.type == "cuda" else []):
+        torch.manual_seed(cfg.seed * 1000 + 777 + round_index)
+        with torch.no_grad():
+            episodes = rollout(LMPolicy(lm, tokenizer, rcfg), tokenizer, games,
+                               local_env_factory(cfg), rcfg)
+    lm.train(was_training)
+    played = [ep for ep in episodes if not ep.lost and sum(ep.policy_mask)]
+    n_keep = min(len(played), math.ceil(cfg.warmstart_rft_keep * len(played)))
+    # sorted() is stable: equal returns keep the games' order
+    kept = sorted(played, key=lambda ep: -ep.total_reward)[:n_keep]
+    returns = [ep.total_reward for ep in kept]
+    stats = {"round": round_index + 1, **scalars(episode_metrics(episodes, cfg)),
+             "kept": len(kept), "kept_success_rate": sum(ep.success for ep in kept) / max(len(kept), 1),
+             "kept_reward_min": min(returns) if returns else None,
+             "kept_reward_mean": sum(returns) / len(returns) if returns else None,
+             "seconds": time.time() - t0}
+    return [(ep.token_ids, ep.policy_mask) for ep in kept], stats
 
 
 # The frozen bottom's output of every demonstration is kept (``frozen_bottoms``) when it takes at
@@ -152,12 +207,23 @@ def _marker(cfg) -> dict[str, Any]:
             "warmstart_steps", "warmstart_batch_size", "warmstart_lr", "warmstart_extra_prob",
             "warmstart_demos",
             "train_seed_start", "train_seed_count")
+    if cfg.warmstart_rft_rounds:  # only then: a warm start made without RFT stays valid
+        keys += RFT_KEYS
     return {k: getattr(cfg, k) for k in keys}
 
 
+# What a rejection-sampling round depends on besides the demonstrations' settings: its own
+# sizes, and how the model samples and sees the games it plays.
+RFT_KEYS = ("warmstart_rft_rounds", "warmstart_rft_episodes", "warmstart_rft_keep",
+            "warmstart_rft_steps", "temperature", "top_p", "top_k", "max_new_tokens",
+            "max_context_tokens", "feedback")
+
+
 def _save_progress(path: Path, cfg, lm, optimizer, rng: random.Random, losses: list[float],
-                   seconds: float) -> None:
-    """Everything the loop needs to continue at step ``len(losses)``, sealed."""
+                   seconds: float, rounds: list[dict[str, Any]]) -> None:
+    """Everything the loop needs to continue at step ``len(losses)``, sealed: with the
+    rejection-sampling rounds so far (``rounds``: each one's stats and kept episodes, minutes of
+    play that a resume must not redo differently)."""
     version, internal, gauss = rng.getstate()
 
     def write(tmp: Path) -> None:
@@ -165,37 +231,40 @@ def _save_progress(path: Path, cfg, lm, optimizer, rng: random.Random, losses: l
         torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
         (tmp / PROGRESS_FILE).write_text(json.dumps(
             {"settings": _marker(cfg), "losses": losses, "seconds": seconds,
-             "sampler": [version, list(internal), gauss]}) + "\n")
+             "sampler": [version, list(internal), gauss], "rft_rounds": rounds}) + "\n")
 
     atomic_write_dir(path, write)
 
 
 def _load_progress(path: Path, cfg, lm, optimizer, rng: random.Random
-                   ) -> tuple[list[float], float]:
+                   ) -> tuple[list[float], float, list[dict[str, Any]]]:
     """Restore a warm-start checkpoint into ``lm``, ``optimizer`` and ``rng``; returns (losses,
-    seconds) so far, or ([], 0.0) when there is none for these settings (then it starts over,
-    and the next save replaces what was there)."""
+    seconds, rejection-sampling rounds) so far, or ([], 0.0, []) when there is none for these
+    settings (then it starts over, and the next save replaces what was there)."""
     try:
         if find_checkpoint(path) is None:
-            return [], 0.0
+            return [], 0.0, []
         data = json.loads((path / PROGRESS_FILE).read_text())
     except (CheckpointError, OSError, ValueError) as e:
         log.warning("warm start: not continuing from %s (%s); starting over", path, e)
-        return [], 0.0
+        return [], 0.0, []
     if data.get("settings") != _marker(cfg):
         log.warning("warm start: %s was made with other settings; starting over", path)
-        return [], 0.0
+        return [], 0.0, []
     load_model(lm, str(path / WEIGHTS_FILE))
     optimizer.load_state_dict(load_tensors(path / OPTIMIZER_FILE))
     version, internal, gauss = data["sampler"]
     rng.setstate((version, tuple(internal), gauss))
-    return list(data["losses"]), float(data["seconds"])
+    return list(data["losses"]), float(data["seconds"]), list(data.get("rft_rounds", []))
 
 
 def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) -> dict[str, Any]:
-    """Fine-tune ``lm`` in place on demonstrations and save it to ``out_dir`` (atomically),
-    continuing from ``warmstart_progress`` beside it when a previous attempt was killed.
-    Returns {"loss_first", "loss_last", "seconds", "steps"} (seconds over all attempts)."""
+    """Fine-tune ``lm`` in place on demonstrations (``warmstart_steps``), then on its own best
+    episodes (``warmstart_rft_rounds`` rounds of ``warmstart_rft_steps``: ``rejection_sampled``),
+    and save it to ``out_dir`` (atomically), continuing from ``warmstart_progress`` beside it
+    when a previous attempt was killed. Returns {"loss_first", "loss_last", "seconds", "steps"}
+    (seconds over all attempts; losses of the demonstration steps), with "rft" (each round's
+    stats, and its last steps' loss) when there were rounds."""
     from ..progress import tqdm
     from .epoch import deterministic_backward
 
@@ -210,23 +279,47 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
 
         freeze_below_top_layers(lm, cfg.trainable_layers)
         split = SplitTrunk.of(lm, cfg.trainable_layers)
-    bottoms = frozen_bottoms(lm, split, examples, tokenizer.pad_token_id) if split else None
+    pad_id = tokenizer.pad_token_id
     params = [p for p in lm.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.warmstart_lr, weight_decay=0.0)
-    losses, seconds_before = _load_progress(progress_dir, cfg, lm, optimizer, rng)
+    losses, seconds_before, rounds = _load_progress(progress_dir, cfg, lm, optimizer, rng)
     if losses:
         log.info("warm start: continuing at step %d of %d from %s", len(losses),
                  cfg.warmstart_steps, progress_dir)
+    total = cfg.warmstart_steps + cfg.warmstart_rft_rounds * cfg.warmstart_rft_steps
+    pool_round, pool, bottoms = None, None, None  # what the steps sample from, and which round's
     lm.train()
-    bar = tqdm(range(len(losses), cfg.warmstart_steps), desc="warm start (SFT)",
+    bar = tqdm(range(len(losses), total), desc="warm start (SFT)",
                disable=not progress, mininterval=1.0, leave=False, initial=len(losses),
-               total=cfg.warmstart_steps)
+               total=total)
     saved_at, save_cost = time.time(), 0.0
-    for _ in bar:
+    for step in bar:
+        # the demonstrations first; then round r's own best episodes (sampled when it begins)
+        r = (-1 if step < cfg.warmstart_steps
+             else (step - cfg.warmstart_steps) // cfg.warmstart_rft_steps)
+        if r == len(rounds):
+            kept, stats = rejection_sampled(lm, tokenizer, cfg, r)
+            if not kept:
+                raise RuntimeError(f"warm start: rejection-sampling round {r + 1} kept no episode "
+                                   "(every game was lost or had no answer)")
+            log.info("warm start: RFT round %d: %d of %d games kept (return >= %.2f; the "
+                     "sample's mean %.2f, success %.1f%%) in %.0fs", r + 1, stats["kept"],
+                     stats["episodes"], stats["kept_reward_min"], stats["reward"],
+                     100 * stats["success_rate"], stats["seconds"])
+            rounds.append({"stats": stats, "episodes": [[ids, mask] for ids, mask in kept]})
+            bar.set_description(f"warm start (RFT round {r + 1})")
+            t_save = time.time()  # minutes of play: saved now, whatever the clock says
+            _save_progress(progress_dir, cfg, lm, optimizer, rng, losses,
+                           seconds_before + t_save - t0, rounds)
+            saved_at, save_cost = time.time(), time.time() - t_save
+        if pool_round != r or pool is None:
+            pool_round = r
+            pool = examples if r < 0 else [(ids, mask) for ids, mask in rounds[r]["episodes"]]
+            bottoms = frozen_bottoms(lm, split, pool, pad_id) if split else None
         # indices: rng.sample draws the same positions from range(n) as from the list itself
-        picks = rng.sample(range(len(examples)), min(cfg.warmstart_batch_size, len(examples)))
+        picks = rng.sample(range(len(pool)), min(cfg.warmstart_batch_size, len(pool)))
         with deterministic_backward(lm.device):  # the update's order fixed (epoch.py)
-            loss = sft_loss(lm, [examples[i] for i in picks], tokenizer.pad_token_id, split,
+            loss = sft_loss(lm, [pool[i] for i in picks], pad_id, split,
                             None if bottoms is None else [bottoms[i] for i in picks])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -240,13 +333,21 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
         if time.time() - saved_at >= (max(every, 9 * save_cost) if every > 0 else 0):
             t_save = time.time()
             _save_progress(progress_dir, cfg, lm, optimizer, rng, losses,
-                           seconds_before + t_save - t0)
+                           seconds_before + t_save - t0, rounds)
             saved_at = time.time()
             save_cost = saved_at - t_save
     lm.eval()
-    k = max(1, min(10, len(losses)))
-    stats = {"loss_first": sum(losses[:k]) / k, "loss_last": sum(losses[-k:]) / k,
+    sft = losses[:cfg.warmstart_steps]
+    k = max(1, min(10, len(sft)))
+    stats = {"loss_first": sum(sft[:k]) / k, "loss_last": sum(sft[-k:]) / k,
              "seconds": seconds_before + time.time() - t0, "steps": len(losses)}
+    if rounds:
+        for i, rnd in enumerate(rounds):  # each round's first and last steps' loss
+            own = losses[cfg.warmstart_steps + i * cfg.warmstart_rft_steps:][
+                :cfg.warmstart_rft_steps]
+            k = max(1, min(10, len(own)))
+            rnd["stats"].update(loss_first=sum(own[:k]) / k, loss_last=sum(own[-k:]) / k)
+        stats["rft"] = [rnd["stats"] for rnd in rounds]
 
     def write(tmp: Path) -> None:
         lm.save_pretrained(tmp)
@@ -258,6 +359,9 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     shutil.rmtree(progress_dir, ignore_errors=True)  # done: the result is in out_dir
     log.info("warm start: %d steps in %.1fs, loss %.3f -> %.3f", stats["steps"], stats["seconds"],
              stats["loss_first"], stats["loss_last"])
+    for rnd in stats.get("rft", []):
+        log.info("warm start: RFT round %d: loss %.3f -> %.3f", rnd["round"], rnd["loss_first"],
+                 rnd["loss_last"])
     return stats
 
 
@@ -271,5 +375,5 @@ def cached_warm_start(cfg, out_dir: str | Path) -> Optional[dict[str, Any]]:
     return data["stats"] if data.get("settings") == _marker(cfg) else None
 
 
-__all__ = ["PROGRESS_DIR", "cached_warm_start", "demonstrations", "frozen_bottoms", "sft_loss",
-           "warm_start"]
+__all__ = ["PROGRESS_DIR", "cached_warm_start", "demonstrations", "frozen_bottoms",
+           "rejection_sampled", "sft_loss", "warm_start"]
