@@ -127,7 +127,8 @@ def rejection_sampled(lm, tokenizer, cfg, round_index: int
     kept = sorted(played, key=lambda ep: -ep.total_reward)[:n_keep]
     returns = [ep.total_reward for ep in kept]
     stats = {"round": round_index + 1, **scalars(episode_metrics(episodes, cfg)),
-             "kept": len(kept), "kept_success_rate": sum(ep.success for ep in kept) / max(len(kept), 1),
+             "kept": len(kept),
+             "kept_success_rate": sum(ep.success for ep in kept) / max(len(kept), 1),
              "kept_reward_min": min(returns) if returns else None,
              "kept_reward_mean": sum(returns) / len(returns) if returns else None,
              "seconds": time.time() - t0}
