@@ -259,6 +259,50 @@ def _load_progress(path: Path, cfg, lm, optimizer, rng: random.Random
     return list(data["losses"]), float(data["seconds"]), list(data.get("rft_rounds", []))
 
 
+def _play_round(lm, tokenizer, cfg, r: int) -> dict[str, Any]:
+    """Round ``r``'s games (``rejection_sampled``) as the progress checkpoint keeps them:
+    {"stats", "episodes": [[token_ids, mask], ...]}."""
+    kept, stats = rejection_sampled(lm, tokenizer, cfg, r)
+    if not kept:
+        raise RuntimeError(f"warm start: rejection-sampling round {r + 1} kept no episode "
+                           "(every game was lost or had no answer)")
+    log.info("warm start: RFT round %d: %d of %d games kept (return >= %.2f; the sample's mean "
+             "%.2f, success %.1f%%) in %.0fs", r + 1, stats["kept"], stats["episodes"],
+             stats["kept_reward_min"], stats["reward"], 100 * stats["success_rate"],
+             stats["seconds"])
+    return {"stats": stats, "episodes": [[ids, mask] for ids, mask in kept]}
+
+
+def _sft_step(lm, optimizer, params, batch, pad_id: int, split, bottoms) -> float:
+    """One optimizer step on ``batch`` (loss on the answers, gradient clipped at 1); its loss."""
+    from .epoch import deterministic_backward
+
+    with deterministic_backward(lm.device):  # the update's order fixed (epoch.py)
+        loss = sft_loss(lm, batch, pad_id, split, bottoms)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    optimizer.step()
+    return loss.item()
+
+
+def _warm_start_stats(cfg, losses: list[float], rounds: list[dict[str, Any]], seconds: float
+                      ) -> dict[str, Any]:
+    """What ``warm_start`` returns: the demonstration steps' first and last losses (means of up
+    to 10), the seconds and steps, and each RFT round's stats with its own steps' losses."""
+    def ends(values: list[float]) -> dict[str, float]:
+        k = max(1, min(10, len(values)))
+        return {"loss_first": sum(values[:k]) / k, "loss_last": sum(values[-k:]) / k}
+
+    stats = {**ends(losses[:cfg.warmstart_steps]), "seconds": seconds, "steps": len(losses)}
+    if rounds:
+        for i, rnd in enumerate(rounds):
+            start = cfg.warmstart_steps + i * cfg.warmstart_rft_steps
+            rnd["stats"].update(ends(losses[start:start + cfg.warmstart_rft_steps]))
+        stats["rft"] = [rnd["stats"] for rnd in rounds]
+    return stats
+
+
 def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) -> dict[str, Any]:
     """Fine-tune ``lm`` in place on demonstrations (``warmstart_steps``), then on its own best
     episodes (``warmstart_rft_rounds`` rounds of ``warmstart_rft_steps``: ``rejection_sampled``),
@@ -267,7 +311,6 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     (seconds over all attempts; losses of the demonstration steps), with "rft" (each round's
     stats, and its last steps' loss) when there were rounds."""
     from ..progress import tqdm
-    from .epoch import deterministic_backward
 
     out_dir = Path(out_dir)
     progress_dir = out_dir.parent / PROGRESS_DIR
@@ -299,15 +342,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
         r = (-1 if step < cfg.warmstart_steps
              else (step - cfg.warmstart_steps) // cfg.warmstart_rft_steps)
         if r == len(rounds):
-            kept, stats = rejection_sampled(lm, tokenizer, cfg, r)
-            if not kept:
-                raise RuntimeError(f"warm start: rejection-sampling round {r + 1} kept no episode "
-                                   "(every game was lost or had no answer)")
-            log.info("warm start: RFT round %d: %d of %d games kept (return >= %.2f; the "
-                     "sample's mean %.2f, success %.1f%%) in %.0fs", r + 1, stats["kept"],
-                     stats["episodes"], stats["kept_reward_min"], stats["reward"],
-                     100 * stats["success_rate"], stats["seconds"])
-            rounds.append({"stats": stats, "episodes": [[ids, mask] for ids, mask in kept]})
+            rounds.append(_play_round(lm, tokenizer, cfg, r))
             bar.set_description(f"warm start (RFT round {r + 1})")
             t_save = time.time()  # minutes of play: saved now, whatever the clock says
             _save_progress(progress_dir, cfg, lm, optimizer, rng, losses,
@@ -319,14 +354,8 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
             bottoms = frozen_bottoms(lm, split, pool, pad_id) if split else None
         # indices: rng.sample draws the same positions from range(n) as from the list itself
         picks = rng.sample(range(len(pool)), min(cfg.warmstart_batch_size, len(pool)))
-        with deterministic_backward(lm.device):  # the update's order fixed (epoch.py)
-            loss = sft_loss(lm, [pool[i] for i in picks], pad_id, split,
-                            None if bottoms is None else [bottoms[i] for i in picks])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        losses.append(loss.item())
+        losses.append(_sft_step(lm, optimizer, params, [pool[i] for i in picks], pad_id, split,
+                                None if bottoms is None else [bottoms[i] for i in picks]))
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
         # Every warmstart_checkpoint_seconds, but at most ~10% of the time on saving (a
         # Qwen3-0.6B save writes weights and AdamW state, seconds each time).
@@ -338,17 +367,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
             saved_at = time.time()
             save_cost = saved_at - t_save
     lm.eval()
-    sft = losses[:cfg.warmstart_steps]
-    k = max(1, min(10, len(sft)))
-    stats = {"loss_first": sum(sft[:k]) / k, "loss_last": sum(sft[-k:]) / k,
-             "seconds": seconds_before + time.time() - t0, "steps": len(losses)}
-    if rounds:
-        for i, rnd in enumerate(rounds):  # each round's first and last steps' loss
-            own = losses[cfg.warmstart_steps + i * cfg.warmstart_rft_steps:][
-                :cfg.warmstart_rft_steps]
-            k = max(1, min(10, len(own)))
-            rnd["stats"].update(loss_first=sum(own[:k]) / k, loss_last=sum(own[-k:]) / k)
-        stats["rft"] = [rnd["stats"] for rnd in rounds]
+    stats = _warm_start_stats(cfg, losses, rounds, seconds_before + time.time() - t0)
 
     def write(tmp: Path) -> None:
         lm.save_pretrained(tmp)
