@@ -12,7 +12,7 @@ import json
 import pytest
 import torch
 
-import gamerl.core.rollout as rollout_module
+import gamerl.core.evaluate as evaluate_module
 import gamerl.core.warmstart as ws
 from gamerl.config import get_config
 from gamerl.core.rollout import Episode, Turn
@@ -40,7 +40,7 @@ def fake_episode(i: int, turn_rewards: list[float]) -> Episode:
 def test_a_round_keeps_the_highest_returns_and_the_earlier_game_of_a_tie(tiny_dir, monkeypatch):
     # returns 1, 3, 3, 0, 2, 3, -1, 0 (a return is the sum of the turns' rewards)
     turns = [[1.0], [1.0, 2.0], [3.0], [0.0], [2.0], [0.5, 2.5], [-1.0], [0.0, 0.0]]
-    monkeypatch.setattr(rollout_module, "rollout",
+    monkeypatch.setattr(evaluate_module, "rollout",
                         lambda *a, **k: [fake_episode(i, t) for i, t in enumerate(turns)])
     lm, tok = load_policy(str(tiny_dir), device="cpu")
     kept, stats = ws.rejection_sampled(lm, tok, rft_cfg(tiny_dir, warmstart_rft_keep=0.25), 0)
@@ -57,14 +57,14 @@ def test_a_round_keeps_the_highest_returns_and_the_earlier_game_of_a_tie(tiny_di
 
 def test_a_round_plays_the_models_own_games_reproducibly(tiny_dir, monkeypatch):
     played = []
-    real = rollout_module.rollout
+    real = evaluate_module.rollout
 
     def recording(*a, **k):
         episodes = real(*a, **k)
         played.append(episodes)
         return episodes
 
-    monkeypatch.setattr(rollout_module, "rollout", recording)
+    monkeypatch.setattr(evaluate_module, "rollout", recording)
     cfg = rft_cfg(tiny_dir)
     lm, tok = load_policy(str(tiny_dir), device="cpu")
     kept, stats = ws.rejection_sampled(lm, tok, cfg, 0)

@@ -102,31 +102,27 @@ def rejection_sampled(lm, tokenizer, cfg, round_index: int
     reward, success rate, the game's own), how many were kept, and the kept returns' lowest
     and mean, so a run's summary says what the filter chose from."""
     from .epoch import scalars
-    from .evaluate import episode_metrics, local_env_factory
+    from .evaluate import evaluate
     from ..games.registry import get_task
-    from .rollout import LMPolicy, RolloutConfig, rollout
 
     t0 = time.time()
     rng = random.Random(f"rft-{cfg.seed}-{round_index}")  # a draw of its own, not the SFT's
     seeds = cfg.train_seeds()
     games = get_task(cfg.task).train_instances(
         cfg, [seeds[rng.randrange(len(seeds))] for _ in range(cfg.warmstart_rft_episodes)], None)
-    rcfg = RolloutConfig.from_train_config(cfg)
-    rcfg.record_logprobs = False  # imitated, not scored: no log-probs needed
     was_training = lm.training
     lm.eval()
-    with torch.random.fork_rng(devices=[lm.device] if lm.device.type == "cuda" else []):
-        torch.manual_seed(cfg.seed * 1000 + 777 + round_index)
-        with torch.no_grad():
-            episodes = rollout(LMPolicy(lm, tokenizer, rcfg), tokenizer, games,
-                               local_env_factory(cfg), rcfg)
+    # played as an evaluation plays (sampled, no log-probs, its own torch seed), on these games
+    metrics, episodes = evaluate(lm, tokenizer, games, cfg,
+                                 sample_seed=cfg.seed * 1000 + 777 + round_index,
+                                 return_episodes=True)
     lm.train(was_training)
     played = [ep for ep in episodes if not ep.lost and sum(ep.policy_mask)]
     n_keep = min(len(played), math.ceil(cfg.warmstart_rft_keep * len(played)))
     # sorted() is stable: equal returns keep the games' order
     kept = sorted(played, key=lambda ep: -ep.total_reward)[:n_keep]
     returns = [ep.total_reward for ep in kept]
-    stats = {"round": round_index + 1, **scalars(episode_metrics(episodes, cfg)),
+    stats = {"round": round_index + 1, **scalars(metrics),
              "kept": len(kept),
              "kept_success_rate": sum(ep.success for ep in kept) / max(len(kept), 1),
              "kept_reward_min": min(returns) if returns else None,
@@ -331,7 +327,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
         log.info("warm start: continuing at step %d of %d from %s", len(losses),
                  cfg.warmstart_steps, progress_dir)
     total = cfg.warmstart_steps + cfg.warmstart_rft_rounds * cfg.warmstart_rft_steps
-    pool_round, pool, bottoms = None, None, None  # what the steps sample from, and which round's
+    pool_round, pool, bottoms = None, [], None  # what the steps sample from, and which round's
     lm.train()
     bar = tqdm(range(len(losses), total), desc="warm start (SFT)",
                disable=not progress, mininterval=1.0, leave=False, initial=len(losses),
@@ -348,7 +344,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
             _save_progress(progress_dir, cfg, lm, optimizer, rng, losses,
                            seconds_before + t_save - t0, rounds)
             saved_at, save_cost = time.time(), time.time() - t_save
-        if pool_round != r or pool is None:
+        if pool_round != r:  # the pool changes: demonstrations, then each round's
             pool_round = r
             pool = examples if r < 0 else [(ids, mask) for ids, mask in rounds[r]["episodes"]]
             bottoms = frozen_bottoms(lm, split, pool, pad_id) if split else None
