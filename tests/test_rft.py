@@ -78,6 +78,9 @@ def test_a_round_plays_the_models_own_games_reproducibly(tiny_dir, monkeypatch):
                for ep in episodes)
     again, _ = ws.rejection_sampled(lm, tok, cfg, 0)
     assert again == kept  # same round, same games and samples
+    lm.train()  # the warm start's steps train: a round gives the model back in training mode
+    ws.rejection_sampled(lm, tok, cfg, 0)
+    assert lm.training
     ws.rejection_sampled(lm, tok, cfg, 1)
     assert [ep.seed for ep in played[-1]] != [ep.seed for ep in episodes]  # a new draw
 

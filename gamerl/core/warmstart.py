@@ -110,13 +110,11 @@ def rejection_sampled(lm, tokenizer, cfg, round_index: int
     seeds = cfg.train_seeds()
     games = get_task(cfg.task).train_instances(
         cfg, [seeds[rng.randrange(len(seeds))] for _ in range(cfg.warmstart_rft_episodes)], None)
-    was_training = lm.training
-    lm.eval()
-    # played as an evaluation plays (sampled, no log-probs, its own torch seed), on these games
+    # played as an evaluation plays (sampled, no log-probs, its own torch seed), on these games;
+    # the policy decodes in eval mode under no_grad and gives the LM back in the mode it found
     metrics, episodes = evaluate(lm, tokenizer, games, cfg,
                                  sample_seed=cfg.seed * 1000 + 777 + round_index,
                                  return_episodes=True)
-    lm.train(was_training)
     played = [ep for ep in episodes if not ep.lost and sum(ep.policy_mask)]
     n_keep = min(len(played), math.ceil(cfg.warmstart_rft_keep * len(played)))
     # sorted() is stable: equal returns keep the games' order
