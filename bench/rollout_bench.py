@@ -87,8 +87,13 @@ def time_rollout(lm, tok, seeds, cfg, batched: bool) -> dict:
 def time_update(policy, ref, tok, seeds, cfg) -> dict:
     batch = collect(policy, ref, tok, seeds, local_env_factory(cfg), cfg)
     compute_advantages(batch, cfg)
+    # Warm-up pass (allocator, kernels), then the weights it changed are put back and the
+    # optimizer made anew: the timed pass starts from the weights that sampled the batch, as in
+    # training (else its first-ratio self-check rightly reports a policy that did not sample).
+    weights = {k: v.detach().clone() for k, v in policy.state_dict().items()}
+    ppo_update(policy, make_optimizer(policy, cfg), batch, cfg.replace(ppo_epochs=1))
+    policy.load_state_dict(weights)
     opt = make_optimizer(policy, cfg)
-    ppo_update(policy, opt, batch, cfg.replace(ppo_epochs=1))  # warm-up (allocator, kernels)
     sync(policy.device)
     stats = ppo_update(policy, opt, batch, cfg)
     sync(policy.device)

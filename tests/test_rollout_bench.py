@@ -21,6 +21,8 @@ def test_rollout_bench_quick(tmp_path):
                                                        "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "batched tok/s" in proc.stdout
+    # the timed update starts from the weights that sampled (its warm-up pass is undone)
+    assert "self-check" not in proc.stdout + proc.stderr
     (row,) = json.loads(out.read_text())["rows"]
     assert row["model"] == "tiny" and row["rollout_batched"]["generate_calls"] == 3  # 3 turns
     assert row["rollout_sequential"]["generate_calls"] == 3 * row["rollout_sequential"]["episodes"]
