@@ -12,7 +12,10 @@ CPU, ``generate`` on a GPU):
   (``gamerl.core.decode``; off: ``generate``, which feeds them padding until the turn's longest
   answer ends). It draws its random numbers for the remaining rows only, so the episodes are
   other samples of the same policy, not the same tokens: compare the decoded row-steps, the
-  answer lengths and the rules satisfied instead.
+  answer lengths and the rules satisfied instead;
+* ``cuda_graphs`` (off by default: the one run "on" here is the first, which pays the compile):
+  decoding into a static cache, compiled into CUDA graphs on a GPU (``LMPolicy._generate_on_graphs``);
+  the speedup printed takes the faster of the two "on" runs, the second, after the compile.
 
     python bench/rollout_options_bench.py --preset smollm2-135m --task wordle --games 32
     python bench/rollout_options_bench.py --preset smollm2-135m --games 32      # Password Game
@@ -22,6 +25,8 @@ CPU, ``generate`` on a GPU):
         --model checkpoints/RUN/warmstart --games 32
     python bench/rollout_options_bench.py --option drop_finished_rows --preset qwen3-0.6b \
         --model qwen3-0.6b-random --games 20 --set max_steps=1 --profile out/prof.txt  # a GPU
+    python bench/rollout_options_bench.py --option cuda_graphs --preset qwen3-0.6b \
+        --model qwen3-0.6b-random --games 20 --set max_steps=3                    # a GPU
     python bench/rollout_options_bench.py --quick                               # tiny, seconds
 
 Prints, per run, the wall time of the rollout, the prefill columns a row ran (all turns), the
@@ -53,7 +58,7 @@ from gamerl.models import load_policy  # noqa: E402
 from procmem import gpu_peak_gb, gpu_reset_peak  # noqa: E402  (bench/, the script's folder)
 
 
-OPTIONS = ("share_prompt_prefix", "inplace_kv_cache", "drop_finished_rows")
+OPTIONS = ("share_prompt_prefix", "inplace_kv_cache", "drop_finished_rows", "cuda_graphs")
 
 
 def play(lm, tok, cfg, instances, option: str, on: bool) -> tuple[dict, list]:

@@ -44,7 +44,7 @@ ppo           value_head_lr, weight_decay, adam_eps, ppo_epochs, micro_batch_siz
               advantage_estimator, group_size, reward_scale,
               score_batch_size                         the field of the same name
 generation    max_new_tokens, temperature, top_p, top_k, max_context_tokens, feedback,
-              system_prompt                            the field of the same name
+              system_prompt, cuda_graphs               the field of the same name
 training      epochs, episodes_per_epoch, max_steps, seed, train_seed_start,
               train_seed_count, eval_seed_start, eval_episodes, save_every, eval_every,
               warmstart, warmstart_examples, warmstart_steps, warmstart_batch_size,
@@ -108,7 +108,8 @@ SECTIONS: dict[str, dict[str, str]] = {
             "group_size": "group_size", "reward_scale": "reward_scale",
             "score_batch_size": "score_batch_size", "policy_loss": "policy_loss"},
     "generation": {k: k for k in ("max_new_tokens", "temperature", "top_p", "top_k",
-                                  "max_context_tokens", "feedback", "system_prompt")},
+                                  "max_context_tokens", "feedback", "system_prompt",
+                                  "cuda_graphs")},
     "training": {k: k for k in ("epochs", "episodes_per_epoch", "max_steps", "seed",
                                 "train_seed_start", "train_seed_count", "eval_seed_start",
                                 "eval_episodes", "save_every", "eval_every", "warmstart",

@@ -44,12 +44,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 import torch
+from transformers import LogitsProcessor
+
 from ..progress import tqdm
 
 from ..games.base import Task, TooManySessionsError, instance_seed
 from ..games.registry import get_task
 from ..models import ENDOFTEXT, IM_END, chat_prompt
-from ..models.kv_cache import CACHE_ARG, cache_of, plain_cache
+from ..models.kv_cache import CACHE_ARG, cache_of, fixed_cache, plain_cache
 from .decode import sample_turn
 from .scoring import Sampling, SampledLogprobs, sampling_processors
 from .sessions import EpisodeLost
@@ -194,6 +196,9 @@ class RolloutConfig:
     # decoding step's time is kernel launches, not rows (docs/benchmarks.md, the H200 section:
     # our loop 0.96-1.02x generate's speed there, no gain to win), so generate stays the GPU's path.
     drop_finished_rows: Optional[bool] = None
+    # decode with a static cache compiled into CUDA graphs (``LMPolicy._generate_on_graphs``);
+    # takes the place of the three cache options above. On a CPU it runs the same path uncompiled.
+    cuda_graphs: bool = False
     task: str = "password_game"  # gamerl.games.TASKS
 
     @classmethod
@@ -202,7 +207,8 @@ class RolloutConfig:
         return cls(max_turns=task.max_turns(cfg), max_new_tokens=cfg.max_new_tokens,
                    temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, greedy=greedy,
                    max_context_tokens=cfg.max_context_tokens, feedback=cfg.feedback,
-                   system_prompt=cfg.effective_system_prompt(), task=cfg.task)
+                   system_prompt=cfg.effective_system_prompt(), cuda_graphs=cfg.cuda_graphs,
+                   task=cfg.task)
 
 
 def stop_token_ids(lm, tokenizer) -> list[int]:
@@ -271,17 +277,21 @@ class LMPolicy:
             return plain_cache(self.lm, growing=self.cfg.inplace_kv_cache)
         return None
 
-    def _generate(self, ids: torch.Tensor, mask: torch.Tensor, past: Any):
+    def _generate(self, ids: torch.Tensor, mask: torch.Tensor, past: Any,
+                  filler_from: Optional[int] = None):
         """transformers' ``generate`` (``drop_finished_rows`` off, or a model whose cache our
-        loop cannot split): ``(sequences, cache, log-probs of the new tokens or None)``."""
+        loop cannot split): ``(sequences, cache, log-probs of the new tokens or None)``. Rows
+        from ``filler_from`` on only fill a fixed batch: they stop at once (``EndRows``)."""
         cfg, tok = self.cfg, self.tokenizer
         recorder = None
+        fillers = [] if filler_from is None else [EndRows(filler_from, self.stop_ids[0])]
         if cfg.greedy:
-            sampling = dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+            sampling = dict(do_sample=False, temperature=None, top_p=None, top_k=None,
+                            logits_processor=fillers)
         else:
             # generate's own warpers off (temperature 1, top_k 0, top_p 1: none is added), ours
             # on, in the same order, then the recorder: it must see the final, truncated scores.
-            processors = sampling_processors(Sampling.from_config(cfg))
+            processors = fillers + sampling_processors(Sampling.from_config(cfg))
             if cfg.record_logprobs:
                 recorder = SampledLogprobs()
                 processors.append(recorder)
@@ -297,11 +307,35 @@ class LMPolicy:
         recorded = recorder.finish(out.sequences[:, width:]) if recorder is not None else None
         return out.sequences, cache_of(out), recorded
 
+    def _generate_on_graphs(self, contexts: list[list[int]]):
+        """``cuda_graphs``: ``generate`` into the model's fixed static cache (``fixed_cache``:
+        ``max_context_tokens`` columns, rows at least this call's), which transformers decodes
+        with a compiled step, CUDA graphs, on a GPU. Graphs replay fixed shapes, so the batch is
+        filled to the cache's rows with copies of the first context that stop at once (as games
+        end, the rows do not shrink: on a GPU a step costs its launches, not its rows), and each
+        turn prefills its whole context (a static cache is not carried into the next turn; the
+        prefill is one eager pass). ``(sequences, mask, log-probs or None)``, this call's rows."""
+        n = len(contexts)
+        cache, rows = fixed_cache(self.lm, n, self.cfg.max_context_tokens)
+        ids, mask = left_pad(contexts + [contexts[0]] * (rows - n), self.tokenizer.pad_token_id,
+                             self.lm.device)
+        self.prefilled_tokens += ids.shape[1]
+        sequences, _, recorded = self._generate(ids, mask, cache,
+                                                filler_from=n if rows > n else None)
+        return (sequences[:n], mask[:n], recorded[:n] if recorded is not None else None)
+
     @torch.no_grad()
     def __call__(self, contexts: list[list[int]], episodes: list[Episode]) -> list[Answer]:
         cfg, tok = self.cfg, self.tokenizer
         was_training = self.lm.training
         self.lm.eval()  # the shared-prefix pass and decoding both run in eval mode
+        if cfg.cuda_graphs:
+            try:
+                sequences, mask, recorded = self._generate_on_graphs(contexts)
+            finally:
+                self.lm.train(was_training)
+            self.generate_calls += 1
+            return self._answers(sequences[:, mask.shape[1]:], recorded)
         try:
             ids, mask, past = self._inputs(contexts, episodes)
             width = ids.shape[1]
@@ -322,7 +356,14 @@ class LMPolicy:
                 sequences, cache, recorded = self._generate(ids, mask, past)
         finally:
             self.lm.train(was_training)
-        new = sequences[:, width:]
+        answers = self._answers(sequences[:, width:], recorded)
+        if cfg.reuse_kv_cache:
+            self.turn_cache = TurnCache.after_generate(
+                episodes, contexts, [a.token_ids for a in answers], mask, sequences, cache)
+        return answers
+
+    def _answers(self, new: torch.Tensor, recorded: Optional[torch.Tensor]) -> list[Answer]:
+        """Each row's answer: its new tokens through the first stop token, and their log-probs."""
         logprobs = recorded.cpu() if recorded is not None else None
         new = new.cpu()
         answers = []
@@ -333,10 +374,22 @@ class LMPolicy:
             n = int(hits[0]) + 1 if len(hits) else row.shape[0]  # through the first stop token
             answers.append(Answer(row[:n].tolist(),
                                   logprobs[i, :n].tolist() if logprobs is not None else None))
-        if cfg.reuse_kv_cache:
-            self.turn_cache = TurnCache.after_generate(
-                episodes, contexts, [a.token_ids for a in answers], mask, sequences, cache)
         return answers
+
+
+class EndRows(LogitsProcessor):
+    """A logits processor for the rows from ``first`` on, which only fill a fixed batch (CUDA
+    graphs): they can only write ``stop_id``, so they end at their first step and never keep a
+    turn going longer than its real rows."""
+
+    def __init__(self, first: int, stop_id: int) -> None:
+        self.first, self.stop_id = first, stop_id
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        keep = scores[self.first:, self.stop_id].clone()
+        scores[self.first:] = -float("inf")
+        scores[self.first:, self.stop_id] = keep
+        return scores
 
 
 class ScriptedPolicy:
