@@ -4,6 +4,7 @@ accelerator; docs/benchmarks.md has the H200's numbers). It must play the same g
 default path, keep one cache for the run, stop its filler rows at once, and record the log-probs
 that PPO's scoring recomputes."""
 
+import pytest
 import torch
 
 from gamerl.config import get_config
@@ -58,3 +59,27 @@ def test_graphs_path_records_the_log_probs_ppo_scores():
     stats = kl_stats(batch, cfg)
     assert batch.mask.sum() > 0
     assert stats["check/gen_vs_old_mismatch"] == 0.0 and stats["check/gen_vs_old_max_abs"] < 1e-4
+
+
+@pytest.mark.slow
+def test_one_compiled_graph_serves_every_turn_and_batch():
+    """What CUDA graphs need: the compiled decoding step sees one shape for the whole run, so it
+    compiles (and on a GPU records) once. Forced here on the CPU (``_compile_all_devices``):
+    two rollouts of 3 turns, 8 games then 5 (filled to 8), every turn a wider prompt."""
+    from torch._dynamo.utils import counters
+    from transformers import CompileConfig
+
+    cfg, lm, tok = _tiny()
+    compile_config = CompileConfig(mode="default")
+    compile_config._compile_all_devices = True
+    lm.generation_config.compile_config = compile_config
+    rcfg = RolloutConfig.from_train_config(cfg)
+    rcfg.cuda_graphs = True
+    torch._dynamo.reset()
+    counters.clear()
+    for games in (8, 5):
+        episodes = rollout(LMPolicy(lm, tok, rcfg), tok, list(range(games)),
+                           local_env_factory(cfg), rcfg)
+        assert all(len(ep.turns) == 3 for ep in episodes)
+    assert counters["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()

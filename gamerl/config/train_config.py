@@ -101,9 +101,10 @@ class SamplingSettings:
     top_p: float = 0.9  # so the policy PPO optimises is the one that sampled (as verl does).
     top_k: int = 50
     max_context_tokens: int = 4096  # an episode that would outgrow this ends before its next turn
-    # GPU: decode with a static KV cache compiled into CUDA graphs (7x faster decode steps for
-    # Qwen3-0.6B on an H200, docs/benchmarks.md); each turn prefills its whole context, and the
-    # first turn pays the compile (~45 s). Off: transformers' generate, eager.
+    # GPU, opt-in: decode with a static KV cache compiled into CUDA graphs (a Qwen3-0.6B decode
+    # step 7.1x faster in bench/decode_graphs_bench.py on an H200; the rollout's steady speed is
+    # not measured yet: docs/benchmarks.md). Each turn prefills its whole context; the first
+    # call pays the compile (~40-70 s). Off: transformers' generate, eager.
     cuda_graphs: bool = False
     score_batch_size: int = 16  # rows per no-grad forward when scoring old/ref log-probs
 
