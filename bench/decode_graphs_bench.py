@@ -28,8 +28,6 @@ prompt, one step of ``--prompt-tokens``, is in it and small).
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import sys
 import time
 from pathlib import Path
@@ -37,6 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
+
+from machine import machine_info, write_json  # noqa: E402  (bench/, the script's folder)
 
 
 def build_model(size: str, device: torch.device):
@@ -132,14 +132,9 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {"model": size, "device": str(device), "batch": args.batch,
               "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens, "rows": rows,
-              "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                          "torch": torch.__version__, "transformers": transformers.__version__,
-                          "cuda": torch.cuda.get_device_name(0) if cuda else None},
+              "machine": machine_info(transformers=transformers.__version__),
               "date": time.strftime("%Y-%m-%d %H:%M:%S")}
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
-        print(f"wrote {args.json}")
+    write_json(args.json, result)
     return 0
 
 

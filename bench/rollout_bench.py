@@ -24,9 +24,7 @@ The game is the tiny preset's (6 rules, 3 turns, compact feedback).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -42,6 +40,7 @@ from gamerl.models import (PolicyWithValue, count_parameters, ensure_tiny, load_
                            load_reference, load_tokenizer, qwen3_0_6b_config)
 from gamerl.core.rollout import LMPolicy, RolloutConfig, rollout  # noqa: E402
 from gamerl.core.epoch import collect, compute_advantages, make_optimizer, ppo_update  # noqa: E402
+from machine import machine_info, write_json  # noqa: E402  (bench/, the script's folder)
 
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 125.0,
                     "L4": 121.0}
@@ -188,17 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(format_rows(rows))
     result = {"rows": rows, "quick": args.quick,
-              "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                          "torch": torch.__version__, "cpu_count": os.cpu_count(),
-                          "torch_threads": torch.get_num_threads(),
-                          "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-                          "loadavg_start": load_start,
-                          "loadavg_end": os.getloadavg() if hasattr(os, "getloadavg") else None},
+              "machine": machine_info(
+                  loadavg_start=load_start,
+                  loadavg_end=os.getloadavg() if hasattr(os, "getloadavg") else None),
               "date": time.strftime("%Y-%m-%d %H:%M:%S")}
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+    write_json(args.json, result)
     return 0
 
 

@@ -24,6 +24,8 @@ The KV cache of one turn's call carries over to the next (``gamerl.core.turn_cac
 prefills only its new tokens, not the whole conversation again. On the first turn the tokens every
 row opens with (the system prompt and, where the game's first message is the same text, that too)
 run once, as one row, and every row attends to them (``prefill_shared_prefix``).
+On a GPU, ``cuda_graphs`` (off by default) replaces all of this with a fixed batch decoding into a
+static cache, compiled into CUDA graphs (``LMPolicy._generate_on_graphs``).
 
 User messages: turn 1 is the system prompt and the game's first observation
 (``first_messages``); later turns are the task's ``feedback`` (the Password Game's compact

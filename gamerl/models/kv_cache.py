@@ -1,4 +1,6 @@
-"""The name transformers gives a model's KV cache, in one place.
+"""The name transformers gives a model's KV cache, in one place; and the caches the rollout
+decodes into: one that grows in place (``growing_cache``) and one of fixed shape for CUDA graphs
+(``fixed_cache``).
 
 transformers 5.24 renamed the ``past_key_values`` argument and output field to ``cache``: the old
 name still works there but prints a FutureWarning on every run (``generate``: removed in 6.0;
