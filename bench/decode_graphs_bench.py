@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from machine import machine_info, write_json  # noqa: E402  (bench/, the script's folder)
+from machine import machine_info, sync, write_json  # noqa: E402  (bench/, the script's folder)
 
 
 def build_model(size: str, device: torch.device):
@@ -54,11 +54,6 @@ def build_model(size: str, device: torch.device):
     lm.generation_config.eos_token_id = None  # every call decodes exactly new_tokens steps
     lm.generation_config.pad_token_id = 0
     return lm
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def time_variant(lm, input_ids, new_tokens: int, repeats: int, **kwargs) -> dict:

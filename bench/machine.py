@@ -1,5 +1,6 @@
-"""What a benchmark's JSON says about where it ran, and writing that JSON: one place for the
-scripts in bench/ that time things (rollout_bench, decode_graphs_bench)."""
+"""What a benchmark's JSON says about where it ran, writing that JSON, and waiting for the GPU
+before a clock is read: one place for the scripts in bench/ that time things (rollout_bench,
+decode_graphs_bench)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,12 @@ def machine_info(**extra: Any) -> dict[str, Any]:
             "torch": torch.__version__, "cpu_count": os.cpu_count(),
             "torch_threads": torch.get_num_threads(),
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, **extra}
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work, so a timer read after it counts that work (CUDA)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def write_json(path: str | None, result: dict[str, Any]) -> None:

@@ -40,7 +40,7 @@ from gamerl.models import (PolicyWithValue, count_parameters, ensure_tiny, load_
                            load_reference, load_tokenizer, qwen3_0_6b_config)
 from gamerl.core.rollout import LMPolicy, RolloutConfig, rollout  # noqa: E402
 from gamerl.core.epoch import collect, compute_advantages, make_optimizer, ppo_update  # noqa: E402
-from machine import machine_info, write_json  # noqa: E402  (bench/, the script's folder)
+from machine import machine_info, sync, write_json  # noqa: E402  (bench/, the script's folder)
 
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 125.0,
                     "L4": 121.0}
@@ -53,11 +53,6 @@ def peak_tflops(device: torch.device, override: float | None) -> float | None:
         return None
     name = torch.cuda.get_device_name(device)
     return next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def time_rollout(lm, tok, seeds, cfg, batched: bool) -> dict:
