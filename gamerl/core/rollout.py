@@ -326,40 +326,41 @@ class LMPolicy:
                                                 filler_from=n if rows > n else None)
         return (sequences[:n], mask[:n], recorded[:n] if recorded is not None else None)
 
+    def _decode(self, contexts: list[list[int]], episodes: list[Episode]):
+        """One turn with the cache options (``_inputs``): ``(sequences, in_mask, cache,
+        log-probs or None)``; sequences [B, W_in + G], in_mask [B, W_in]."""
+        cfg, tok = self.cfg, self.tokenizer
+        ids, mask, past = self._inputs(contexts, episodes)
+        if self.drops_finished_rows and past is not None:
+            # our loop: the same sampling as generate, without the rows that have answered
+            # (a growing or carried cache: plain keys and values, which it can split)
+            out = sample_turn(
+                self.lm, ids, mask, past, max_new_tokens=cfg.max_new_tokens,
+                stop_ids=self.stop_ids, pad_id=tok.pad_token_id,
+                processors=None if cfg.greedy else sampling_processors(
+                    Sampling.from_config(cfg)),
+                do_sample=not cfg.greedy,
+                record_logprobs=cfg.record_logprobs and not cfg.greedy)
+            self.decoded_row_steps += out.row_steps
+            return out.sequences, mask, out.past, out.logprobs
+        sequences, cache, recorded = self._generate(ids, mask, past)
+        return sequences, mask, cache, recorded
+
     @torch.no_grad()
     def __call__(self, contexts: list[list[int]], episodes: list[Episode]) -> list[Answer]:
-        cfg, tok = self.cfg, self.tokenizer
         was_training = self.lm.training
         self.lm.eval()  # the shared-prefix pass and decoding both run in eval mode
-        if cfg.cuda_graphs:
-            try:
-                sequences, mask, recorded = self._generate_on_graphs(contexts)
-            finally:
-                self.lm.train(was_training)
-            self.generate_calls += 1
-            return self._answers(sequences[:, mask.shape[1]:], recorded)
         try:
-            ids, mask, past = self._inputs(contexts, episodes)
-            width = ids.shape[1]
-            self.generate_calls += 1
-            if self.drops_finished_rows and past is not None:
-                # our loop: the same sampling as generate, without the rows that have answered
-                # (a growing or carried cache: plain keys and values, which it can split)
-                out = sample_turn(
-                    self.lm, ids, mask, past, max_new_tokens=cfg.max_new_tokens,
-                    stop_ids=self.stop_ids, pad_id=tok.pad_token_id,
-                    processors=None if cfg.greedy else sampling_processors(
-                        Sampling.from_config(cfg)),
-                    do_sample=not cfg.greedy,
-                    record_logprobs=cfg.record_logprobs and not cfg.greedy)
-                self.decoded_row_steps += out.row_steps
-                sequences, cache, recorded = out.sequences, out.past, out.logprobs
+            if self.cfg.cuda_graphs:  # a static cache, whole contexts: nothing to carry over
+                sequences, mask, recorded = self._generate_on_graphs(contexts)
+                cache = None
             else:
-                sequences, cache, recorded = self._generate(ids, mask, past)
+                sequences, mask, cache, recorded = self._decode(contexts, episodes)
         finally:
             self.lm.train(was_training)
-        answers = self._answers(sequences[:, width:], recorded)
-        if cfg.reuse_kv_cache:
+        self.generate_calls += 1
+        answers = self._answers(sequences[:, mask.shape[1]:], recorded)
+        if self.cfg.reuse_kv_cache and cache is not None:
             self.turn_cache = TurnCache.after_generate(
                 episodes, contexts, [a.token_ids for a in answers], mask, sequences, cache)
         return answers
