@@ -130,8 +130,9 @@ def format_table(rows: dict[str, dict[str, Any]],
             picked.append((col.title(config), col.key, col.fmt))
     names = {key: str(r.get("label", key)) for key, r in rows.items()}
     columns = [("reward", lambda r: f"{r['reward']:.2f}")]
-    columns += [(title, lambda r, k=k, fmt=fmt: fmt.format(r[k])
-                 if isinstance(r.get(k), (int, float)) else "-") for title, k, fmt in picked]
+    columns += [(title, lambda r, k=k, fmt=fmt: fmt.format(r[k])  # "-": none, or NaN (no case)
+                 if isinstance(r.get(k), (int, float)) and r[k] == r[k] else "-")
+                for title, k, fmt in picked]
     columns += [("success", lambda r: f"{r['success_rate']:.1%}"),
                 ("turns", lambda r: f"{r['turns']:.2f}"),
                 ("episodes", lambda r: f"{r['episodes']:d}")]

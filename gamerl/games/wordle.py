@@ -23,7 +23,7 @@ from .pieces import (ConfigFiles, VerlSpec, WizardQuestions, task_config_reader,
                      task_config_writer)
 
 __all__ = ["WORDLE_ENV_KEYS", "WORDLE_HELDOUT", "WORDLE_LETTERS_PROMPT", "WORDLE_PRESETS",
-           "extract_guess", "make_task", "spell", "verl_spec", "wordle_config", "wordle_env_settings", "wordle_feedback",
+           "extract_guess", "make_task", "reads_the_marks", "spell", "verl_spec", "wordle_config", "wordle_env_settings", "wordle_feedback",
            "wordle_heldout_answers"]
 
 _EMPHASIS = "*_"
@@ -122,6 +122,33 @@ def wordle_heldout_answers(n: int = WORDLE_HELDOUT) -> tuple[str, ...]:
     words = sorted(answers())
     picked = [words[(i * len(words)) // n] for i in range(n)]
     return tuple(picked[0::2] + picked[1::2])
+
+
+def reads_the_marks(episodes) -> dict:
+    """Whether a player's guesses use what the board told it, over its valid guesses after the
+    first (each episode's ``last_obs`` record: ``guesses`` and ``marks``):
+
+    * ``fits_marks_rate``: the fraction that could still be the answer, i.e. would have given
+      every earlier guess the marks it got (every guess of a perfect reader of the board; 0.1%
+      of random answer words' on a trained SmolLM2's histories, docs/benchmarks.md);
+    * ``kept_greens_rate``: the fraction that keep every letter found green so far in place.
+
+    A guess that fits the marks keeps the greens; a fixed opener (the expert's CLINT) does
+    neither. NaN where no episode has a second valid guess."""
+    from tasks.wordle.words import score_guess
+
+    fits = kept = total = 0
+    for ep in episodes:
+        obs = ep.last_obs or {}
+        board = list(zip(obs.get("guesses") or [], obs.get("marks") or []))
+        for i in range(1, len(board)):
+            word, before = board[i][0], board[:i]
+            total += 1
+            fits += all(score_guess(word, g) == list(m) for g, m in before)
+            kept += all(word[j] == g[j] for g, m in before for j in range(5) if m[j] == "green")
+    if total == 0:
+        return {"fits_marks_rate": float("nan"), "kept_greens_rate": float("nan")}
+    return {"fits_marks_rate": fits / total, "kept_greens_rate": kept / total}
 
 
 def wordle_config(cfg):
@@ -358,7 +385,8 @@ def make_task() -> Task:
         n = max(len(episodes), 1)
         turns = [t for ep in episodes for t in ep.turns]
         wins = [len(ep.turns) for ep in episodes if ep.success]
-        return {"guesses_when_solved": sum(wins) / len(wins) if wins else float("nan"),
+        return {**reads_the_marks(episodes),
+                "guesses_when_solved": sum(wins) / len(wins) if wins else float("nan"),
                 "invalid_rate": sum(not t.stats.get("valid") for t in turns) / max(len(turns), 1),
                 "repeat_rate": sum(t.stats.get("repeated", False) for t in turns)
                 / max(len(turns), 1),
@@ -428,12 +456,17 @@ def make_task() -> Task:
             "best_greens": "greens in the best guess (mean, of 5)",
             "guesses_when_solved": "guesses per solved game (mean)",
             "invalid_rate": "invalid guesses (fraction of turns)",
-            "repeat_rate": "repeated guesses (fraction of turns)"},
+            "repeat_rate": "repeated guesses (fraction of turns)",
+            "fits_marks_rate": "valid guesses after the first that could still be the answer "
+                               "(fit every earlier mark)",
+            "kept_greens_rate": "valid guesses after the first that keep every green in place"},
         # a win is rare for a small model: the guesses' validity and greens show the progress
         report_columns=(ReportColumn("reward", "reward"),
                         ReportColumn("invalid_rate", "invalid guesses", "{:.1%}"),
                         ReportColumn("repeat_rate", "repeated guesses", "{:.1%}"),
                         ReportColumn("best_greens", "best greens (of 5)"),
+                        ReportColumn("kept_greens_rate", "kept greens", "{:.1%}"),
+                        ReportColumn("fits_marks_rate", "fit the marks", "{:.1%}"),
                         ReportColumn("success_rate", "won", "{:.1%}")),
         sample_table=SAMPLE_TABLE,
         server_port=8001, config_files=CONFIG_FILES, wizard=WIZARD, verl=verl_spec,
