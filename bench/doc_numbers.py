@@ -312,7 +312,8 @@ def spread_table(summaries: list[dict]) -> str:
         if isinstance(values[0], list):  # entry by entry, over the entries every row has
             return " ".join(fmt.format(how([v[i] for v in values]))
                             for i in range(min(map(len, values))))
-        return fmt.format(how(values))
+        numbers = [v for v in values if v == v]  # NaN: nothing to count (Wordle's zero-shot)
+        return fmt.format(how(numbers)) if numbers else "-"
 
     def row(seed: str, name: str, rows: list[dict], how) -> str:
         cells = [seed, name] + [cell([r[k] for r in rows], fmt, how) for k, _, fmt in columns]

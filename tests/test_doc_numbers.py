@@ -160,6 +160,27 @@ def test_spread_table_gives_wordle_runs_their_own_columns():
     assert "| 1 | random answer words | 0.35 | 0.0% | 10.0% | 1.13 | 0.4% |" in lines
 
 
+def test_a_nan_column_is_a_dash_and_stays_out_of_the_mean():
+    """Wordle's board-reading columns are NaN where no game had a second valid guess (a
+    zero-shot model's): the table writes "-" there, not "nan%", and a stage's mean, min and
+    max are over the runs that have a number."""
+    nan = float("nan")
+
+    def row(fits):
+        return {"reward": 0.1, "success_rate": 0.0, "turns": 6.0, "invalid_rate": 0.0,
+                "repeat_rate": 0.0, "best_greens": 1.0, "kept_greens_rate": fits,
+                "fits_marks_rate": fits}
+
+    runs = [{"config": {"seed": seed, "task": "wordle"}, "references": [],
+             "zero_shot": row(nan), "baseline": row(b), "final": row(nan if seed else 0.5)}
+            for seed, b in ((0, 0.25), (1, 0.75))]
+    lines = doc_numbers.spread_table(runs).splitlines()
+    assert "| 0 | zero-shot | 0.10 | 0.0% | 0.0% | 1.00 | - | - | 0.0% |" in lines
+    assert "| mean | after the warm start | 0.10 | 0.0% | 0.0% | 1.00 | 50.0% | 50.0% | 0.0% |" in lines
+    assert "| max | after PPO | 0.10 | 0.0% | 0.0% | 1.00 | 50.0% | 50.0% | 0.0% |" in lines
+    assert not any("nan" in line for line in lines)
+
+
 def test_spread_table_takes_an_openspiel_runs_columns_from_its_game():
     """The columns come from the game (``Task.report_columns``): an OpenSpiel run (no rules,
     no greens; its ``per_game`` breakdown is not a column) gets won / drawn / lost / illegal,
