@@ -129,12 +129,14 @@ def reads_the_marks(episodes) -> dict:
     first (each episode's ``last_obs`` record: ``guesses`` and ``marks``):
 
     * ``fits_marks_rate``: the fraction that could still be the answer, i.e. would have given
-      every earlier guess the marks it got (every guess of a perfect reader of the board; 0.1%
-      of random answer words' on a trained SmolLM2's histories, docs/benchmarks.md);
-    * ``kept_greens_rate``: the fraction that keep every letter found green so far in place.
+      every earlier guess the marks it got (every guess of a perfect reader of the board);
+    * ``kept_greens_rate``: the fraction that keep every letter found green so far in place
+      (a guess before any green keeps them: there is nothing to keep).
 
-    A guess that fits the marks keeps the greens; a fixed opener (the expert's CLINT) does
-    neither. NaN where no episode has a second valid guess."""
+    A guess that fits the marks keeps the greens; a fixed opener (the expert's CLINT) rarely
+    fits them. On the 256 held-out words random answer words score 41.5% and 2.3%, the entropy
+    solver 74.6% and 62.0% (docs/benchmarks.md). NaN where no episode has a second valid
+    guess."""
     from tasks.wordle.words import score_guess
 
     fits = kept = total = 0
