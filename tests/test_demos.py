@@ -234,3 +234,43 @@ def test_wordle_expert_demonstrations_keep_the_marks(tiny_dir):
         assert tok.decode(ids).count("In place: ") == len(guesses) - 1
         short += won
     assert short >= 12
+
+
+def test_wordle_shown_mistakes_are_played_but_not_learned(tiny_dir):
+    """``warmstart_shown_mistakes``: the expert repeats its previous guess (the trained model's
+    commonest waste) once in a game, after its openers, and repairs it on the next turn. The
+    repeat is in the conversation with the game's verdict on it, but outside the loss mask;
+    the guesses with a loss are the clean expert's, none of them a repeat. At 0 the
+    demonstrations are the preset's to the token (no extra random draw)."""
+    from gamerl.config import get_config
+    from gamerl.core.warmstart import demonstrations
+    from gamerl.models import load_policy
+    from tasks.wordle.solver import EXPERT_OPENERS
+
+    _, tok = load_policy(str(tiny_dir), device="cpu")
+    base = dict(task="wordle", model=str(tiny_dir), warmstart_examples=16)
+    clean = demonstrations(get_config("smollm2-135m", **base), tok, seed=0)
+    assert clean == demonstrations(
+        get_config("smollm2-135m", warmstart_shown_mistakes=0.0, **base), tok, seed=0)
+    shown = demonstrations(get_config("smollm2-135m", warmstart_shown_mistakes=0.9, **base),
+                           tok, seed=0)
+    with_mistake = 0
+    for ids, mask in shown:
+        text = tok.decode(ids)
+        learned = [a.removesuffix("<|im_end|>") for a in trained_answers(tok, ids, mask)]
+        played = re.findall(  # every guess in the conversation (the tiny template's empty
+            # thinking block before it, as Qwen3's with thinking off)
+            r"<\|im_start\|>assistant\n(?:<think>\s*</think>\s*)?(\w+)<\|im_end\|>", text)
+        assert learned[:2] == list(EXPERT_OPENERS) or len(learned) <= 3, learned
+        assert len(set(learned)) == len(learned), learned  # no repeat is taught
+        if "(repeated: no new information)" in text:
+            with_mistake += 1
+            assert len(played) == len(learned) + 1  # the one repeat, played, not learned
+            i = next(i for i in range(1, len(played)) if played[i] == played[i - 1])
+            assert i >= len(EXPERT_OPENERS) and i + 1 < len(played)  # then a repair turn
+            assert played[i + 1] not in played[:i + 1]
+        else:
+            assert played == learned
+    assert with_mistake >= 8
+    with pytest.raises(ValueError, match="warmstart_shown_mistakes"):
+        get_config("smollm2-135m", warmstart_shown_mistakes=0.5, model=str(tiny_dir))

@@ -65,8 +65,8 @@ logging       wandb_mode, wandb_project,  the field of the same name (wandb_mode
 
 Not in the file: ``task`` and ``task_config``, and the Password Game's num_rules,
 reward_per_rule, length_penalty, episode_bonus, bonus_min_rules and reward_mode (all from
-env_config.json: gamerl/config/envconfig.py says which keys each game has), and warmstart_extra_prob
-and warmstart_demos (the base's values).
+env_config.json: gamerl/config/envconfig.py says which keys each game has), and warmstart_extra_prob,
+warmstart_demos and warmstart_shown_mistakes (the base's values).
 """
 
 from __future__ import annotations
@@ -128,7 +128,8 @@ TOP_LEVEL: dict[str, str] = {"preset": "preset", "output_dir": "out_dir"}
 # TrainConfig fields that train_config.json does not hold (see the module docstring).
 NOT_IN_TRAIN_FILE = ("task", "task_config", "curriculum", "replay_fraction", "num_rules",
                      "reward_per_rule", "length_penalty", "episode_bonus", "bonus_min_rules",
-                     "reward_mode", "warmstart_extra_prob", "warmstart_demos")
+                     "reward_mode", "warmstart_extra_prob", "warmstart_demos",
+                     "warmstart_shown_mistakes")
 
 # The comments that say the same for every game; train_comments(task) adds the game's own
 # (its module's ConfigFiles.train_comments).

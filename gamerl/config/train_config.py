@@ -235,6 +235,11 @@ class WarmStartSettings:
     # Password Game demonstrations: the chance that a later rule's ingredient is in the password
     # ("format": each rule independently; "expert": each next known rule of the first password).
     warmstart_extra_prob: float = 0.5
+    # Expert demonstrations: the chance, at each turn the expert could make its game's common
+    # mistake (Task.expert_mistake; Wordle: its previous guess again), that it does, once a game
+    # at most, before its repair on the next turn. The mistake is played and its feedback shown,
+    # but it has no loss (warmstart.py): the model learns what to do after it. 0: clean games.
+    warmstart_shown_mistakes: float = 0.0
     # A killed warm start continues from its last checkpoint (RUN/warmstart_progress: weights,
     # optimizer, sampler state), written this often: it bounds the work a kill loses whatever
     # the model size, unless saving takes over a tenth of the time, then less often (a 150-step
@@ -340,6 +345,14 @@ class TrainConfig:
             need(get_task(self.task).expert_demo is not None,
                  f"warmstart_demos='expert': task {self.task!r} has no expert demonstrations "
                  "(task='password_game' has); use 'format'")
+        need(0 <= self.warmstart_shown_mistakes < 1, "warmstart_shown_mistakes in [0, 1)")
+        if self.warmstart_shown_mistakes:
+            from ..games.registry import get_task
+
+            need(self.warmstart_demos == "expert" and get_task(self.task).expert_mistake,
+                 f"warmstart_shown_mistakes: only an expert that shows a mistake can (task "
+                 f"{self.task!r}, warmstart_demos={self.warmstart_demos!r}; task='wordle' with "
+                 "warmstart_demos='expert' has one)")
         if self.curriculum:  # the game says whether it has one and what its stages may name
             from ..core.curriculum import Curriculum
             from ..games.registry import get_task

@@ -70,8 +70,13 @@ def demonstrations(cfg, tokenizer, seed: int) -> list[tuple[list[int], list[int]
     Password Game ``tasks.password_game.demos``: short passwords, then repairs; for Wordle
     ``tasks.wordle.solver.expert_guess``: two openers, then consistent answers), against the real game:
     so later turns see exactly the feedback messages a rollout shows, and the model learns to
-    answer them in the same format (mask 1 = answer tokens, the only ones with a loss)."""
+    answer them in the same format (mask 1 = answer tokens, the only ones with a loss).
+
+    An answer the demonstration marks as a ``ShownMistake`` (the expert's shown mistakes,
+    ``warmstart_shown_mistakes``) is played and its feedback kept, but its tokens get mask 0:
+    the model learns the repair that follows it, not the mistake."""
     from .evaluate import local_env_factory
+    from ..games.base import ShownMistake
     from ..games.registry import get_task
     from .rollout import RolloutConfig, ScriptedPolicy, rollout
 
@@ -81,10 +86,26 @@ def demonstrations(cfg, tokenizer, seed: int) -> list[tuple[list[int], list[int]
     games = task.train_instances(
         cfg, [seeds[rng.randrange(len(seeds))] for _ in range(cfg.warmstart_examples)], None)
     make_demo = task.expert_demo if cfg.warmstart_demos == "expert" else task.demo
-    demo = ScriptedPolicy(tokenizer, make_demo(cfg, rng))
-    episodes = rollout(demo, tokenizer, games, local_env_factory(cfg),
-                       RolloutConfig.from_train_config(cfg))
-    return [(ep.token_ids, ep.policy_mask) for ep in episodes]
+    answer = make_demo(cfg, rng)
+    mistakes: set[tuple[int, int]] = set()  # (id of the episode, index of its turn)
+
+    def play(ep) -> str:
+        text = answer(ep)
+        if isinstance(text, ShownMistake):
+            mistakes.add((id(ep), len(ep.turns)))
+        return text
+
+    episodes = rollout(ScriptedPolicy(tokenizer, play), tokenizer, games,
+                       local_env_factory(cfg), RolloutConfig.from_train_config(cfg))
+    out = []
+    for ep in episodes:
+        mask = list(ep.policy_mask)
+        for i, turn in enumerate(ep.turns):
+            if (id(ep), i) in mistakes:  # ALGO LOGIC: no loss on a shown mistake
+                first = turn.last_token - turn.n_tokens + 1
+                mask[first:turn.last_token + 1] = [0] * turn.n_tokens
+        out.append((ep.token_ids, mask))
+    return out
 
 
 def rejection_sampled(lm, tokenizer, cfg, round_index: int
@@ -202,6 +223,8 @@ def _marker(cfg) -> dict[str, Any]:
             "warmstart_steps", "warmstart_batch_size", "warmstart_lr", "warmstart_extra_prob",
             "warmstart_demos",
             "train_seed_start", "train_seed_count")
+    if cfg.warmstart_shown_mistakes:  # only then: warm starts made before it stay valid
+        keys += ("warmstart_shown_mistakes",)
     if cfg.warmstart_rft_rounds:  # only then: a warm start made without RFT stays valid
         keys += RFT_KEYS
     return {k: getattr(cfg, k) for k in keys}

@@ -71,9 +71,10 @@ Episode = Any  # gamerl.core.rollout.Episode (not imported: the games never impo
 
 __all__ = ["DEFAULT_REPORT_COLUMNS", "GENERIC_METRIC_DESCRIPTIONS", "MAX_TURNS_SHOWN",
            "CurriculumChoices", "Instance", "MakeEnv", "ReportColumn", "SampleTable",
-           "SessionNotFoundError", "Task", "TooManySessionsError", "after_marker", "code_span",
-           "column_label", "elide", "episode_instance", "extract_answer", "instance_key",
-           "instance_seed", "seed_eval", "seed_instances", "seed_start", "wilson_interval"]
+           "SessionNotFoundError", "ShownMistake", "Task", "TooManySessionsError",
+           "after_marker", "code_span", "column_label", "elide", "episode_instance",
+           "extract_answer", "instance_key", "instance_seed", "seed_eval", "seed_instances",
+           "seed_start", "wilson_interval"]
 
 
 def instance_seed(instance: Instance) -> int:
@@ -88,6 +89,14 @@ def episode_instance(ep: Episode) -> Any:
 def instance_key(ep: Episode) -> str:
     """The episode's instance as a string that is equal for the same game (JSON, keys sorted)."""
     return json.dumps(episode_instance(ep), sort_keys=True, default=str)
+
+
+class ShownMistake(str):
+    """A demonstration's answer that the warm start plays but does not teach: a mistake the
+    model makes (Wordle: its previous guess again), shown so that the game's feedback on it and
+    the expert's repair on the next turn are in the demonstration. The warm start puts no loss
+    on its tokens (``gamerl.core.warmstart.demonstrations``); it is a plain ``str`` to the rest
+    of the rollout."""
 
 
 def _won(ep: Episode) -> bool:
@@ -213,6 +222,9 @@ class Task:
     # the warm start's ``warmstart_demos="expert"`` (a small pretrained model must see the
     # answers that pay before RL can re-weight them); None: the game has none
     expert_demo: Optional[Callable[[Any, Any], Callable[[Episode], str]]] = None
+    # the mistake the expert shows (as a ``ShownMistake``) before repairing it, with probability
+    # ``TrainConfig.warmstart_shown_mistakes``, in words for messages; None: its expert shows none
+    expert_mistake: Optional[str] = None
     # The pieces past the trainer (gamerl/games/pieces.py says what each is for); None: the game
     # has none, and only what needs it refuses the game, in one line.
     server_port: Optional[int] = None  # its HTTP server's default port (messages' examples)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .base import (Instance, MakeEnv, ReportColumn, SampleTable, Task, after_marker, code_span,
-                   elide, instance_key)
+from .base import (Instance, MakeEnv, ReportColumn, SampleTable, ShownMistake, Task,
+                   after_marker, code_span, elide, instance_key)
 from .pieces import (ConfigFiles, VerlSpec, WizardQuestions, task_config_reader,
                      task_config_writer)
 
@@ -410,14 +410,21 @@ def make_task() -> Task:
         return lambda ep: write(rng.choice(words))  # a valid word, feedback ignored: format
 
     def expert_demo(cfg, rng: random.Random) -> Callable:
-        from tasks.wordle.solver import expert_guess
+        from tasks.wordle.solver import EXPERT_OPENERS, expert_guess
 
-        write = said(cfg)
+        write, p_mistake = said(cfg), cfg.warmstart_shown_mistakes
+        shown: set[int] = set()  # the games (ids of their episodes) that showed their mistake
 
         def answer(ep) -> str:  # the openers, then an answer consistent with every mark
             obs = ep.last_obs
-            return write(expert_guess(list(zip(obs.get("guesses", []), obs.get("marks", []))),
-                                      rng))
+            history = list(zip(obs.get("guesses", []), obs.get("marks", [])))
+            # the trained model's commonest waste, its previous guess again, once a game after
+            # the openers and with a guess left to repair it (no draw at 0: the same games)
+            if (p_mistake and len(history) >= len(EXPERT_OPENERS) and id(ep) not in shown
+                    and obs.get("guesses_left", 0) > 1 and rng.random() < p_mistake):
+                shown.add(id(ep))
+                return ShownMistake(write(history[-1][0]))
+            return write(expert_guess(history, rng))
 
         return answer
 
@@ -446,7 +453,8 @@ def make_task() -> Task:
         env_factory=env_factory, http_env_factory=http_factory, start=start,
         train_instances=train_instances, eval_instances=eval_instances,
         turn_stats=turn_stats, metrics=metrics, badness=badness, demo=demo,
-        expert_demo=expert_demo, reference_agents=reference_agents,
+        expert_demo=expert_demo, expert_mistake="its previous guess again",
+        reference_agents=reference_agents,
         max_turns=lambda cfg: wordle_config(cfg).max_guesses,
         headline=("best_greens",),
         # The entropy solver wins every held-out game in 3.5 guesses on average; a policy that
