@@ -413,17 +413,18 @@ def make_task() -> Task:
         from tasks.wordle.solver import EXPERT_OPENERS, expert_guess
 
         write, p_mistake = said(cfg), cfg.warmstart_shown_mistakes
-        shown: set[int] = set()  # the games (ids of their episodes) that showed their mistake
 
         def answer(ep) -> str:  # the openers, then an answer consistent with every mark
             obs = ep.last_obs
             history = list(zip(obs.get("guesses", []), obs.get("marks", [])))
-            # the trained model's commonest waste, its previous guess again, once a game after
-            # the openers and with a guess left to repair it (no draw at 0: the same games)
-            if (p_mistake and len(history) >= len(EXPERT_OPENERS) and id(ep) not in shown
+            guesses = [word for word, _ in history]
+            # the trained model's commonest waste, its previous guess again, once a game (the
+            # expert never repeats otherwise) after the openers and with a guess left to repair
+            # it (no draw at 0: the same games)
+            if (p_mistake and len(history) >= len(EXPERT_OPENERS)
+                    and len(set(guesses)) == len(guesses)
                     and obs.get("guesses_left", 0) > 1 and rng.random() < p_mistake):
-                shown.add(id(ep))
-                return ShownMistake(write(history[-1][0]))
+                return ShownMistake(write(guesses[-1]))
             return write(expert_guess(history, rng))
 
         return answer
