@@ -1,6 +1,7 @@
-"""``bench/wordle_board_reading.py``: the words' log-probabilities scored on a shared KV cache
-equal a plain forward pass over context + word; the boards are the third turn's context after
-the expert's openers; the shares are what their definitions say on a board checked by hand."""
+"""``bench/wordle_board_reading.py``: the words' log-probabilities, scored as a prefix tree
+packed into one row per chunk on the context's KV cache, equal a plain forward pass over
+context + word; the boards are the third turn's context after the expert's openers; the shares
+are what their definitions say on a board checked by hand."""
 
 import sys
 from pathlib import Path
@@ -46,11 +47,14 @@ def test_boards_are_the_third_turn_after_the_openers(tiny, boards):
 def test_cached_word_scores_equal_a_plain_forward_pass(tiny, boards):
     lm, tok = tiny
     im_end = tok.convert_tokens_to_ids(IM_END)
-    words = ["crane", "abbey", "zesty", "shirk", "fjord"]
+    words = ["crane", "abbey", "zesty", "shirk", "shale", "share", "shard", "fjord"]
     ids = [encode(tok, w) + [im_end] for w in words]
-    assert len({len(i) for i in ids}) > 1  # the chunks pad: words of different lengths
+    assert len({len(i) for i in ids}) > 1  # words of different lengths
+    prefixes = {tuple(r[:j]) for r in ids for j in range(1, len(r))}
+    assert len(prefixes) < sum(len(r) - 1 for r in ids)  # some words share a prefix
     ctx = boards[0]["context"]
-    got = wbr.word_logprobs(lm, ctx, ids, chunk=2)
+    got, bound = wbr.word_logprobs(lm, ctx, ids, chunk=2)
+    assert bound == 0.0  # every word scored
     with torch.no_grad():
         for w, row, score in zip(words, ids, got):
             logits = lm(input_ids=torch.tensor([ctx + row])).logits[0].float()
@@ -70,3 +74,23 @@ def test_shares_on_a_board_checked_by_hand(tiny, boards):
     assert 0.0 <= row["fit_share"] <= row["kept_share"] <= 1.0  # fitting words keep the greens
     assert row["board_dependence_tv"] == pytest.approx(0.0)  # one board: it is the average
     assert 1.0 <= row["effective_words"] <= len(words)
+
+
+def test_words_left_unscored_are_bounded_by_their_first_tokens(tiny, boards):
+    lm, tok = tiny
+    im_end = tok.convert_tokens_to_ids(IM_END)
+    ids = [encode(tok, w) + [im_end] for w in sorted(answers())[:60]]
+    ctx = boards[0]["context"]
+    every, _ = wbr.word_logprobs(lm, ctx, ids, chunk=16)
+    with torch.no_grad():
+        first = torch.log_softmax(lm(input_ids=torch.tensor([ctx])).logits[0, -1].float(), -1)
+    cut = float(first[[r[0] for r in ids]].median())
+    some, bound = wbr.word_logprobs(lm, ctx, ids, chunk=16, min_first_logprob=cut)
+    run = [float(first[r[0]]) >= cut for r in ids]
+    assert 0 < sum(run) < len(ids)
+    for s, e, r in zip(some, every, run):  # the words run are scored as before, the rest -inf
+        assert float(s) == (pytest.approx(float(e), abs=1e-5) if r else -float("inf"))
+    left = sum(float(e.exp()) for e, r in zip(every, run) if not r)
+    assert left <= bound + 1e-9  # the bound holds
+    assert bound == pytest.approx(sum(float(first[t].exp()) for t in
+                                      {r[0] for r, k in zip(ids, run) if not k}), rel=1e-5)
