@@ -23,7 +23,8 @@ from .pieces import (ConfigFiles, VerlSpec, WizardQuestions, task_config_reader,
                      task_config_writer)
 
 __all__ = ["WORDLE_ENV_KEYS", "WORDLE_HELDOUT", "WORDLE_LETTERS_PROMPT", "WORDLE_PRESETS",
-           "extract_guess", "make_task", "reads_the_marks", "spell", "verl_spec", "wordle_config", "wordle_env_settings", "wordle_feedback",
+           "extract_guess", "fits_marks", "keeps_greens", "make_task", "reads_the_marks",
+           "spell", "verl_spec", "wordle_config", "wordle_env_settings", "wordle_feedback",
            "wordle_heldout_answers"]
 
 _EMPHASIS = "*_"
@@ -124,6 +125,20 @@ def wordle_heldout_answers(n: int = WORDLE_HELDOUT) -> tuple[str, ...]:
     return tuple(picked[0::2] + picked[1::2])
 
 
+def fits_marks(word: str, history) -> bool:
+    """Whether ``word`` could still be the answer after ``history`` (``(guess, marks)`` pairs):
+    had it been the answer, every guess would have got the marks it did."""
+    from tasks.wordle.words import score_guess
+
+    return all(score_guess(word, g) == list(m) for g, m in history)
+
+
+def keeps_greens(word: str, history) -> bool:
+    """Whether ``word`` keeps every letter found green in ``history`` in its place (True before
+    any green: there is nothing to keep)."""
+    return all(word[j] == g[j] for g, m in history for j in range(5) if m[j] == "green")
+
+
 def reads_the_marks(episodes) -> dict:
     """Whether a player's guesses use what the board told it, over its valid guesses after the
     first (each episode's ``last_obs`` record: ``guesses`` and ``marks``):
@@ -137,8 +152,6 @@ def reads_the_marks(episodes) -> dict:
     fits them. On the 256 held-out words random answer words score 41.5% and 2.3%, the entropy
     solver 74.6% and 62.0% (docs/benchmarks.md). NaN where no episode has a second valid
     guess."""
-    from tasks.wordle.words import score_guess
-
     fits = kept = total = 0
     for ep in episodes:
         obs = ep.last_obs or {}
@@ -146,8 +159,8 @@ def reads_the_marks(episodes) -> dict:
         for i in range(1, len(board)):
             word, before = board[i][0], board[:i]
             total += 1
-            fits += all(score_guess(word, g) == list(m) for g, m in before)
-            kept += all(word[j] == g[j] for g, m in before for j in range(5) if m[j] == "green")
+            fits += fits_marks(word, before)
+            kept += keeps_greens(word, before)
     if total == 0:
         return {"fits_marks_rate": float("nan"), "kept_greens_rate": float("nan")}
     return {"fits_marks_rate": fits / total, "kept_greens_rate": kept / total}
