@@ -240,6 +240,11 @@ class WarmStartSettings:
     # at most, before its repair on the next turn. The mistake is played and its feedback shown,
     # but it has no loss (warmstart.py): the model learns what to do after it. 0: clean games.
     warmstart_shown_mistakes: float = 0.0
+    # The warm start's loss adds this times the exact KL(pi || the model as it came) at the
+    # answer tokens (warmstart.py::sft_kl_loss): the demonstrations teach the format while the
+    # base model's own preferences between answers are kept where the demonstrations do not
+    # contradict them. 0: plain cross-entropy (every preset).
+    warmstart_kl_coef: float = 0.0
     # A killed warm start continues from its last checkpoint (RUN/warmstart_progress: weights,
     # optimizer, sampler state), written this often: it bounds the work a kill loses whatever
     # the model size, unless saving takes over a tenth of the time, then less often (a 150-step
@@ -405,6 +410,7 @@ class TrainConfig:
         need(self.temperature > 0, "temperature must be > 0 (use evaluate(greedy=True) for argmax)")
         need(self.max_new_tokens >= 1, "max_new_tokens >= 1")
         need(self.warmstart_checkpoint_seconds >= 0, "warmstart_checkpoint_seconds >= 0")
+        need(self.warmstart_kl_coef >= 0, "warmstart_kl_coef >= 0 (0: no KL to the base model)")
         need(self.warmstart_rft_rounds >= 0, "warmstart_rft_rounds >= 0 (0: no RFT)")
         need(self.warmstart_rft_episodes >= 1, "warmstart_rft_episodes >= 1")
         need(0 < self.warmstart_rft_keep <= 1, "warmstart_rft_keep in (0, 1]: the fraction of "

@@ -196,11 +196,13 @@ def frozen_bottoms(lm, split, examples: list[tuple[list[int], list[int]]],
     return bottoms
 
 
-def sft_loss(lm, batch: list[tuple[list[int], list[int]]], pad_id: int,
-             split=None, bottoms: Optional[list[torch.Tensor]] = None) -> torch.Tensor:
-    """Mean cross-entropy over the answer tokens (mask 1) of a batch (right padding). With
-    ``split`` (a ``models.SplitTrunk``: only the top layers train) the frozen bottom runs
-    without a graph, or not at all when ``bottoms`` (``frozen_bottoms`` of these rows) is given."""
+def answer_logits(lm, batch: list[tuple[list[int], list[int]]], pad_id: int,
+                  split=None, bottoms: Optional[list[torch.Tensor]] = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(logits [N, V], targets [N])`` at the N positions of a batch (right padding) that
+    predict an answer token (mask 1), in fp32. With ``split`` (a ``models.SplitTrunk``: only the
+    top layers train) the frozen bottom runs without a graph, or not at all when ``bottoms``
+    (``frozen_bottoms`` of these rows) is given."""
     ids, attn, labels = _padded(batch, pad_id, lm.device)
     if split is None:
         hidden = lm.base_model(input_ids=ids, attention_mask=attn).last_hidden_state[:, :-1]
@@ -212,8 +214,46 @@ def sft_loss(lm, batch: list[tuple[list[int], list[int]]], pad_id: int,
             bottom = torch.nn.utils.rnn.pad_sequence(bottoms, batch_first=True)
         hidden = split.top_states(bottom, attn)[:, :-1]
     sel = labels[:, 1:] != -100  # the LM head only where there is a label (answers are short)
-    logits = lm.get_output_embeddings()(hidden[sel]).float()
-    return F.cross_entropy(logits, labels[:, 1:][sel])
+    return lm.get_output_embeddings()(hidden[sel]).float(), labels[:, 1:][sel]
+
+
+def sft_loss(lm, batch: list[tuple[list[int], list[int]]], pad_id: int,
+             split=None, bottoms: Optional[list[torch.Tensor]] = None) -> torch.Tensor:
+    """Mean cross-entropy over the answer tokens (mask 1) of a batch (``answer_logits``)."""
+    return F.cross_entropy(*answer_logits(lm, batch, pad_id, split, bottoms))
+
+
+def exact_kl(logits: torch.Tensor, ref_logits: torch.Tensor) -> torch.Tensor:
+    """Mean over positions of KL(pi || pi_ref), summed over the whole vocabulary (not a sampled
+    estimate: both distributions are at hand). ``logits``, ``ref_logits``: ``[N, V]``; a scalar.
+
+    The direction is the one PPO's KL penalty takes (reverse, mode-seeking): moving mass off
+    what the reference prefers costs, dropping what it samples that the demonstrations never
+    write (chatter, emoji) costs only the log of the mass kept."""
+    logp = F.log_softmax(logits.float(), dim=-1)
+    ref_logp = F.log_softmax(ref_logits.float(), dim=-1)
+    return (logp.exp() * (logp - ref_logp)).sum(-1).mean()
+
+
+def sft_kl_loss(lm, reference, batch: list[tuple[list[int], list[int]]], pad_id: int,
+                kl_coef: float, split=None, reference_split=None,
+                bottoms: Optional[list[torch.Tensor]] = None
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(loss, cross_entropy, kl)``: ``sft_loss``'s cross-entropy plus ``kl_coef`` times the
+    exact KL(pi || reference) at the same answer positions (``warmstart_kl_coef``). The
+    reference is the model as the warm start found it, frozen; with a split trunk its bottom is
+    the policy's (frozen, the same weights), so only its top layers run here."""
+    if split is not None and bottoms is None:  # the bottom once, for both tops
+        ids, attn, _ = _padded(batch, pad_id, lm.device)
+        with torch.no_grad():
+            states = trunk_hidden(split.bottom, ids, attn, share=True)
+        bottoms = [states[i, :len(seq)] for i, (seq, _) in enumerate(batch)]
+    logits, targets = answer_logits(lm, batch, pad_id, split, bottoms)
+    with torch.no_grad():
+        ref_logits, _ = answer_logits(reference, batch, pad_id, reference_split, bottoms)
+    ce = F.cross_entropy(logits, targets)
+    kl = exact_kl(logits, ref_logits)
+    return ce + kl_coef * kl, ce, kl
 
 
 def _marker(cfg) -> dict[str, Any]:
@@ -227,6 +267,8 @@ def _marker(cfg) -> dict[str, Any]:
         keys += ("warmstart_shown_mistakes",)
     if cfg.warmstart_rft_rounds:  # only then: a warm start made without RFT stays valid
         keys += RFT_KEYS
+    if cfg.warmstart_kl_coef:  # only then: warm starts made before it stay valid
+        keys += ("warmstart_kl_coef",)
     return {k: getattr(cfg, k) for k in keys}
 
 
@@ -238,10 +280,11 @@ RFT_KEYS = ("warmstart_rft_rounds", "warmstart_rft_episodes", "warmstart_rft_kee
 
 
 def _save_progress(path: Path, cfg, lm, optimizer, rng: random.Random, losses: list[float],
-                   seconds: float, rounds: list[dict[str, Any]]) -> None:
+                   seconds: float, rounds: list[dict[str, Any]], kls: list[float]) -> None:
     """Everything the loop needs to continue at step ``len(losses)``, sealed: with the
     rejection-sampling rounds so far (``rounds``: each one's stats and kept episodes, minutes of
-    play that a resume must not redo differently)."""
+    play that a resume must not redo differently) and the steps' KL to the reference (``kls``,
+    empty without ``warmstart_kl_coef``)."""
     version, internal, gauss = rng.getstate()
 
     def write(tmp: Path) -> None:
@@ -249,31 +292,33 @@ def _save_progress(path: Path, cfg, lm, optimizer, rng: random.Random, losses: l
         torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
         (tmp / PROGRESS_FILE).write_text(json.dumps(
             {"settings": _marker(cfg), "losses": losses, "seconds": seconds,
-             "sampler": [version, list(internal), gauss], "rft_rounds": rounds}) + "\n")
+             "sampler": [version, list(internal), gauss], "rft_rounds": rounds,
+             "kls": kls}) + "\n")
 
     atomic_write_dir(path, write)
 
 
 def _load_progress(path: Path, cfg, lm, optimizer, rng: random.Random
-                   ) -> tuple[list[float], float, list[dict[str, Any]]]:
+                   ) -> tuple[list[float], float, list[dict[str, Any]], list[float]]:
     """Restore a warm-start checkpoint into ``lm``, ``optimizer`` and ``rng``; returns (losses,
-    seconds, rejection-sampling rounds) so far, or ([], 0.0, []) when there is none for these
-    settings (then it starts over, and the next save replaces what was there)."""
+    seconds, rejection-sampling rounds, KLs) so far, or ([], 0.0, [], []) when there is none for
+    these settings (then it starts over, and the next save replaces what was there)."""
     try:
         if find_checkpoint(path) is None:
-            return [], 0.0, []
+            return [], 0.0, [], []
         data = json.loads((path / PROGRESS_FILE).read_text())
     except (CheckpointError, OSError, ValueError) as e:
         log.warning("warm start: not continuing from %s (%s); starting over", path, e)
-        return [], 0.0, []
+        return [], 0.0, [], []
     if data.get("settings") != _marker(cfg):
         log.warning("warm start: %s was made with other settings; starting over", path)
-        return [], 0.0, []
+        return [], 0.0, [], []
     load_model(lm, str(path / WEIGHTS_FILE))
     optimizer.load_state_dict(load_tensors(path / OPTIMIZER_FILE))
     version, internal, gauss = data["sampler"]
     rng.setstate((version, tuple(internal), gauss))
-    return list(data["losses"]), float(data["seconds"]), list(data.get("rft_rounds", []))
+    return (list(data["losses"]), float(data["seconds"]), list(data.get("rft_rounds", [])),
+            list(data.get("kls", [])))
 
 
 def _play_round(lm, tokenizer, cfg, r: int) -> dict[str, Any]:
@@ -290,28 +335,41 @@ def _play_round(lm, tokenizer, cfg, r: int) -> dict[str, Any]:
     return {"stats": stats, "episodes": [[ids, mask] for ids, mask in kept]}
 
 
-def _sft_step(lm, optimizer, params, batch, pad_id: int, split, bottoms) -> float:
-    """One optimizer step on ``batch`` (loss on the answers, gradient clipped at 1); its loss."""
+def _sft_step(lm, optimizer, params, batch, pad_id: int, split, bottoms,
+              reference=None) -> tuple[float, Optional[float]]:
+    """One optimizer step on ``batch`` (loss on the answers, gradient clipped at 1); its
+    cross-entropy, and its KL to the reference when ``reference`` is ``(model, split, coef)``
+    (``warmstart_kl_coef`` > 0; else None)."""
     from .epoch import deterministic_backward
 
     with deterministic_backward(lm.device):  # the update's order fixed (epoch.py)
-        loss = sft_loss(lm, batch, pad_id, split, bottoms)
+        if reference is None:
+            loss, kl = sft_loss(lm, batch, pad_id, split, bottoms), None
+            ce = loss
+        else:
+            ref_lm, ref_split, coef = reference
+            loss, ce, kl = sft_kl_loss(lm, ref_lm, batch, pad_id, coef, split, ref_split,
+                                       bottoms)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
     torch.nn.utils.clip_grad_norm_(params, 1.0)
     optimizer.step()
-    return loss.item()
+    return ce.item(), None if kl is None else kl.item()
 
 
-def _warm_start_stats(cfg, losses: list[float], rounds: list[dict[str, Any]], seconds: float
-                      ) -> dict[str, Any]:
+def _warm_start_stats(cfg, losses: list[float], rounds: list[dict[str, Any]], seconds: float,
+                      kls: list[float]) -> dict[str, Any]:
     """What ``warm_start`` returns: the demonstration steps' first and last losses (means of up
-    to 10), the seconds and steps, and each RFT round's stats with its own steps' losses."""
-    def ends(values: list[float]) -> dict[str, float]:
+    to 10; the cross-entropy alone), the seconds and steps, each RFT round's stats with its own
+    steps' losses, and with ``warmstart_kl_coef`` the demonstration steps' first and last KL to
+    the model as it came (``kl_first``, ``kl_last``)."""
+    def ends(values: list[float], name: str = "loss") -> dict[str, float]:
         k = max(1, min(10, len(values)))
-        return {"loss_first": sum(values[:k]) / k, "loss_last": sum(values[-k:]) / k}
+        return {f"{name}_first": sum(values[:k]) / k, f"{name}_last": sum(values[-k:]) / k}
 
     stats = {**ends(losses[:cfg.warmstart_steps]), "seconds": seconds, "steps": len(losses)}
+    if kls:
+        stats.update(ends(kls[:cfg.warmstart_steps], "kl"))
     if rounds:
         for i, rnd in enumerate(rounds):
             start = cfg.warmstart_steps + i * cfg.warmstart_rft_steps
@@ -343,7 +401,14 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     pad_id = tokenizer.pad_token_id
     params = [p for p in lm.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.warmstart_lr, weight_decay=0.0)
-    losses, seconds_before, rounds = _load_progress(progress_dir, cfg, lm, optimizer, rng)
+    reference = None
+    if cfg.warmstart_kl_coef:  # ALGO LOGIC: the model as it came, frozen, before any step
+        from ..models import SplitTrunk, load_reference
+
+        ref_lm = load_reference(lm)  # copied before a resume loads its progress into lm
+        reference = (ref_lm, SplitTrunk.of(ref_lm, cfg.trainable_layers) if split else None,
+                     cfg.warmstart_kl_coef)
+    losses, seconds_before, rounds, kls = _load_progress(progress_dir, cfg, lm, optimizer, rng)
     if losses:
         log.info("warm start: continuing at step %d of %d from %s", len(losses),
                  cfg.warmstart_steps, progress_dir)
@@ -363,7 +428,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
             bar.set_description(f"warm start (RFT round {r + 1})")
             t_save = time.time()  # minutes of play: saved now, whatever the clock says
             _save_progress(progress_dir, cfg, lm, optimizer, rng, losses,
-                           seconds_before + t_save - t0, rounds)
+                           seconds_before + t_save - t0, rounds, kls)
             saved_at, save_cost = time.time(), time.time() - t_save
         if pool_round != r:  # the pool changes: demonstrations, then each round's
             pool_round = r
@@ -371,8 +436,11 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
             bottoms = frozen_bottoms(lm, split, pool, pad_id) if split else None
         # indices: rng.sample draws the same positions from range(n) as from the list itself
         picks = rng.sample(range(len(pool)), min(cfg.warmstart_batch_size, len(pool)))
-        losses.append(_sft_step(lm, optimizer, params, [pool[i] for i in picks], pad_id, split,
-                                None if bottoms is None else [bottoms[i] for i in picks]))
+        loss, kl = _sft_step(lm, optimizer, params, [pool[i] for i in picks], pad_id, split,
+                             None if bottoms is None else [bottoms[i] for i in picks], reference)
+        losses.append(loss)
+        if kl is not None:
+            kls.append(kl)
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
         # Every warmstart_checkpoint_seconds, but at most ~10% of the time on saving (a
         # Qwen3-0.6B save writes weights and AdamW state, seconds each time).
@@ -380,11 +448,11 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
         if time.time() - saved_at >= (max(every, 9 * save_cost) if every > 0 else 0):
             t_save = time.time()
             _save_progress(progress_dir, cfg, lm, optimizer, rng, losses,
-                           seconds_before + t_save - t0, rounds)
+                           seconds_before + t_save - t0, rounds, kls)
             saved_at = time.time()
             save_cost = saved_at - t_save
     lm.eval()
-    stats = _warm_start_stats(cfg, losses, rounds, seconds_before + time.time() - t0)
+    stats = _warm_start_stats(cfg, losses, rounds, seconds_before + time.time() - t0, kls)
 
     def write(tmp: Path) -> None:
         lm.save_pretrained(tmp)
@@ -396,6 +464,9 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     shutil.rmtree(progress_dir, ignore_errors=True)  # done: the result is in out_dir
     log.info("warm start: %d steps in %.1fs, loss %.3f -> %.3f", stats["steps"], stats["seconds"],
              stats["loss_first"], stats["loss_last"])
+    if "kl_first" in stats:
+        log.info("warm start: KL to the model as it came %.3f -> %.3f (coefficient %g)",
+                 stats["kl_first"], stats["kl_last"], cfg.warmstart_kl_coef)
     for rnd in stats.get("rft", []):
         log.info("warm start: RFT round %d: loss %.3f -> %.3f", rnd["round"], rnd["loss_first"],
                  rnd["loss_last"])
@@ -412,5 +483,5 @@ def cached_warm_start(cfg, out_dir: str | Path) -> Optional[dict[str, Any]]:
     return data["stats"] if data.get("settings") == _marker(cfg) else None
 
 
-__all__ = ["PROGRESS_DIR", "cached_warm_start", "demonstrations", "frozen_bottoms",
-           "rejection_sampled", "sft_loss", "warm_start"]
+__all__ = ["PROGRESS_DIR", "answer_logits", "cached_warm_start", "demonstrations", "exact_kl",
+           "frozen_bottoms", "rejection_sampled", "sft_kl_loss", "sft_loss", "warm_start"]
