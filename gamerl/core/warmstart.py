@@ -392,22 +392,10 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     t0 = time.time()
     examples = demonstrations(cfg, tokenizer, seed=cfg.seed)
     rng = random.Random(cfg.seed + 1)
-    split = None
-    if cfg.trainable_layers:  # the same layers as PPO will train; the rest is frozen
-        from ..models import SplitTrunk, freeze_below_top_layers
-
-        freeze_below_top_layers(lm, cfg.trainable_layers)
-        split = SplitTrunk.of(lm, cfg.trainable_layers)
+    split, reference = _trainable_part(lm, cfg)
     pad_id = tokenizer.pad_token_id
     params = [p for p in lm.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.warmstart_lr, weight_decay=0.0)
-    reference = None
-    if cfg.warmstart_kl_coef:  # ALGO LOGIC: the model as it came, frozen, before any step
-        from ..models import SplitTrunk, load_reference
-
-        ref_lm = load_reference(lm)  # copied before a resume loads its progress into lm
-        reference = (ref_lm, SplitTrunk.of(ref_lm, cfg.trainable_layers) if split else None,
-                     cfg.warmstart_kl_coef)
     losses, seconds_before, rounds, kls = _load_progress(progress_dir, cfg, lm, optimizer, rng)
     if losses:
         log.info("warm start: continuing at step %d of %d from %s", len(losses),
@@ -453,7 +441,32 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
             save_cost = saved_at - t_save
     lm.eval()
     stats = _warm_start_stats(cfg, losses, rounds, seconds_before + time.time() - t0, kls)
+    _save_result(lm, tokenizer, cfg, stats, out_dir, progress_dir)
+    return stats
 
+
+def _trainable_part(lm, cfg):
+    """``(split, reference)`` of a warm start: the split trunk when only the top
+    ``trainable_layers`` train (the same layers as PPO will; the rest frozen here), and with
+    ``warmstart_kl_coef`` the KL reference ``(model, its split, coef)``: the model as it came,
+    copied before a resume loads its progress into ``lm``."""
+    from ..models import SplitTrunk, freeze_below_top_layers, load_reference
+
+    split = reference = None
+    if cfg.trainable_layers:
+        freeze_below_top_layers(lm, cfg.trainable_layers)
+        split = SplitTrunk.of(lm, cfg.trainable_layers)
+    if cfg.warmstart_kl_coef:  # ALGO LOGIC: the model as it came, frozen, before any step
+        ref_lm = load_reference(lm)
+        reference = (ref_lm, SplitTrunk.of(ref_lm, cfg.trainable_layers) if split else None,
+                     cfg.warmstart_kl_coef)
+    return split, reference
+
+
+def _save_result(lm, tokenizer, cfg, stats: dict[str, Any], out_dir: Path,
+                 progress_dir: Path) -> None:
+    """The warm-started model, its tokenizer and marker to ``out_dir`` (atomically); the
+    progress checkpoint removed; what it reached logged."""
     def write(tmp: Path) -> None:
         lm.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -470,7 +483,6 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     for rnd in stats.get("rft", []):
         log.info("warm start: RFT round %d: loss %.3f -> %.3f", rnd["round"], rnd["loss_first"],
                  rnd["loss_last"])
-    return stats
 
 
 def cached_warm_start(cfg, out_dir: str | Path) -> Optional[dict[str, Any]]:
