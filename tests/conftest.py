@@ -1,6 +1,6 @@
 """Shared by the test modules: the embedded tiny model built fresh, the ``python -m gamerl``
-runner, the learning tests' train-and-compare step, a process's resident memory, and one torch
-thread for a module (``pytestmark = pytest.mark.usefixtures("one_torch_thread")``)."""
+runner, the learning tests' train-and-compare step, a kill at a function's n-th call
+(``count_calls``, ``Killed``), a process's resident memory, and one torch thread for a module (``pytestmark = pytest.mark.usefixtures("one_torch_thread")``)."""
 
 import os
 import subprocess
@@ -41,6 +41,26 @@ def tiny_dir(tmp_path_factory):
         os.environ.pop("GAMERL_TINY_DIR", None)
     else:
         os.environ["GAMERL_TINY_DIR"] = old
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL inside one process: nothing after it runs but finally blocks."""
+
+
+def count_calls(monkeypatch, module, name: str, kill_at=None) -> dict:
+    """``module.name`` wrapped for the test (monkeypatch puts it back) to count its calls, and
+    to raise ``Killed`` at call ``kill_at``; returns the count, ``{"n": calls so far}``. It wraps
+    whatever ``module.name`` is now (another wrapper too)."""
+    real, calls = getattr(module, name), {"n": 0}
+
+    def counting(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == kill_at:
+            raise Killed()
+        return real(*a, **k)
+
+    monkeypatch.setattr(module, name, counting)
+    return calls
 
 
 def train_and_compare(cfg, run_dir):

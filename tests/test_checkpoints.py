@@ -30,6 +30,8 @@ from gamerl.models import load_policy
 from gamerl.core.trainer import Trainer
 from gamerl.core.warmstart import warm_start
 
+from conftest import Killed, count_calls  # pytest (prepend import mode) puts tests/ on sys.path
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -301,10 +303,6 @@ def test_a_damaged_last_is_not_replaced_by_an_older_copy_silently(run):
     refuses(cfg, run_dir)
 
 
-class _Killed(BaseException):
-    """Stands for SIGKILL inside one process: nothing after it runs but finally blocks."""
-
-
 def _warm_cfg(tiny_dir, **kw):
     return small_cfg(tiny_dir, warmstart=True, warmstart_steps=6, warmstart_examples=8,
                      warmstart_batch_size=2, warmstart_checkpoint_seconds=0, **kw)
@@ -313,17 +311,7 @@ def _warm_cfg(tiny_dir, **kw):
 def _count_steps(monkeypatch, kill_at=None):
     import gamerl.core.warmstart as ws
 
-    calls = {"n": 0}
-    real = ws.sft_loss
-
-    def counting(*a, **k):
-        calls["n"] += 1
-        if kill_at is not None and calls["n"] == kill_at:
-            raise _Killed()
-        return real(*a, **k)
-
-    monkeypatch.setattr(ws, "sft_loss", counting)
-    return calls
+    return count_calls(monkeypatch, ws, "sft_loss", kill_at)
 
 
 def test_a_killed_warm_start_resumes_where_it_stopped(tiny_dir, tmp_path, monkeypatch):
@@ -335,7 +323,7 @@ def test_a_killed_warm_start_resumes_where_it_stopped(tiny_dir, tmp_path, monkey
     calls = _count_steps(monkeypatch, kill_at=4)
     torch.manual_seed(0)
     lm, tok = load_policy(str(tiny_dir), device="cpu")
-    with pytest.raises(_Killed):
+    with pytest.raises(Killed):
         warm_start(lm, tok, cfg, tmp_path / "killed" / "warmstart")
     calls = _count_steps(monkeypatch)
     torch.manual_seed(0)
@@ -360,11 +348,11 @@ def test_a_warm_start_killed_while_writing_its_result_is_not_redone(tiny_dir, tm
 
     def killed_replace(src, dst):
         if Path(dst).name == "warmstart":
-            raise _Killed()
+            raise Killed()
         return real_replace(src, dst)
 
     monkeypatch.setattr(ck.os, "replace", killed_replace)
-    with pytest.raises(_Killed):
+    with pytest.raises(Killed):
         Trainer(cfg, run_dir)
     gc.collect()
     monkeypatch.setattr(ck.os, "replace", real_replace)

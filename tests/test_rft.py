@@ -18,6 +18,8 @@ from gamerl.config import get_config
 from gamerl.core.rollout import Episode, Turn
 from gamerl.models import load_policy
 
+from conftest import Killed, count_calls  # pytest (prepend import mode) puts tests/ on sys.path
+
 
 def rft_cfg(tiny_dir, **kw):
     base = dict(model=str(tiny_dir), num_rules=4, max_steps=2, max_new_tokens=12,
@@ -123,31 +125,15 @@ def test_a_warm_start_killed_after_a_round_was_played_does_not_play_it_again(
     lm, tok = load_policy(str(tiny_dir), device="cpu")
     straight = ws.warm_start(lm, tok, cfg, tmp_path / "straight" / "warmstart")
 
-    class Killed(BaseException):
-        pass
-
-    steps = {"n": 0}
-    real_loss, real_round = ws.sft_loss, ws.rejection_sampled
-
-    def dying(*a, **k):
-        steps["n"] += 1
-        if steps["n"] == 6:  # the round's second step: its games were played and saved
-            raise Killed()
-        return real_loss(*a, **k)
-
-    monkeypatch.setattr(ws, "sft_loss", dying)
+    real_loss = ws.sft_loss
+    # killed at the round's second step: its games were played and saved
+    count_calls(monkeypatch, ws, "sft_loss", kill_at=6)
     torch.manual_seed(0)
     lm, tok = load_policy(str(tiny_dir), device="cpu")
     with pytest.raises(Killed):
         ws.warm_start(lm, tok, cfg, tmp_path / "killed" / "warmstart")
-    rounds = {"n": 0}
-
-    def counting(*a, **k):
-        rounds["n"] += 1
-        return real_round(*a, **k)
-
     monkeypatch.setattr(ws, "sft_loss", real_loss)
-    monkeypatch.setattr(ws, "rejection_sampled", counting)
+    rounds = count_calls(monkeypatch, ws, "rejection_sampled")
     torch.manual_seed(0)
     lm2, tok = load_policy(str(tiny_dir), device="cpu")
     resumed = ws.warm_start(lm2, tok, cfg, tmp_path / "killed" / "warmstart")

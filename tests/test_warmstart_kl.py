@@ -15,6 +15,8 @@ import torch
 from gamerl.config import get_config
 from gamerl.models import SplitTrunk, load_policy, load_reference
 
+from conftest import Killed, count_calls  # pytest (prepend import mode) puts tests/ on sys.path
+
 
 def test_exact_kl_matches_the_hand_computed_value():
     from gamerl.core.warmstart import exact_kl
@@ -105,10 +107,6 @@ def test_a_warm_start_with_the_kl_term_stays_nearer_the_base_model(tiny_dir, tmp
     assert ws.cached_warm_start(_cfg(tiny_dir, warmstart_steps=30), tmp_path / "plain")
 
 
-class _Killed(BaseException):
-    pass
-
-
 def test_a_killed_warm_start_with_the_kl_term_resumes_to_the_same_weights(tiny_dir, tmp_path,
                                                                           monkeypatch):
     import gamerl.core.warmstart as ws
@@ -118,18 +116,11 @@ def test_a_killed_warm_start_with_the_kl_term_resumes_to_the_same_weights(tiny_d
     lm, tok = load_policy(str(tiny_dir), device="cpu")
     straight = ws.warm_start(lm, tok, cfg, tmp_path / "straight" / "warmstart")
 
-    real, calls = ws.sft_kl_loss, {"n": 0}
-
-    def dying(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 4:
-            raise _Killed()
-        return real(*a, **k)
-
-    monkeypatch.setattr(ws, "sft_kl_loss", dying)
+    real = ws.sft_kl_loss
+    count_calls(monkeypatch, ws, "sft_kl_loss", kill_at=4)
     torch.manual_seed(0)
     lm, tok = load_policy(str(tiny_dir), device="cpu")
-    with pytest.raises(_Killed):
+    with pytest.raises(Killed):
         ws.warm_start(lm, tok, cfg, tmp_path / "killed" / "warmstart")
     monkeypatch.setattr(ws, "sft_kl_loss", real)
     lm, tok = load_policy(str(tiny_dir), device="cpu")

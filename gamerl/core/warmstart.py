@@ -244,10 +244,7 @@ def sft_kl_loss(lm, reference, batch: list[tuple[list[int], list[int]]], pad_id:
     reference is the model as the warm start found it, frozen; with a split trunk its bottom is
     the policy's (frozen, the same weights), so only its top layers run here."""
     if split is not None and bottoms is None:  # the bottom once, for both tops
-        ids, attn, _ = _padded(batch, pad_id, lm.device)
-        with torch.no_grad():
-            states = trunk_hidden(split.bottom, ids, attn, share=True)
-        bottoms = [states[i, :len(seq)] for i, (seq, _) in enumerate(batch)]
+        bottoms = frozen_bottoms(lm, split, batch, pad_id)
     logits, targets = answer_logits(lm, batch, pad_id, split, bottoms)
     with torch.no_grad():
         ref_logits, _ = answer_logits(reference, batch, pad_id, reference_split, bottoms)
@@ -344,8 +341,8 @@ def _sft_step(lm, optimizer, params, batch, pad_id: int, split, bottoms,
 
     with deterministic_backward(lm.device):  # the update's order fixed (epoch.py)
         if reference is None:
-            loss, kl = sft_loss(lm, batch, pad_id, split, bottoms), None
-            ce = loss
+            loss = ce = sft_loss(lm, batch, pad_id, split, bottoms)
+            kl = None
         else:
             ref_lm, ref_split, coef = reference
             loss, ce, kl = sft_kl_loss(lm, ref_lm, batch, pad_id, coef, split, ref_split,
