@@ -116,6 +116,7 @@ SECTIONS: dict[str, dict[str, str]] = {
                                 "warmstart_examples", "warmstart_steps",
                                 "warmstart_batch_size", "warmstart_lr",
                                 "warmstart_checkpoint_seconds", "warmstart_kl_coef",
+                                "warmstart_all_layers",
                                 "warmstart_rft_rounds",
                                 "warmstart_rft_episodes", "warmstart_rft_keep",
                                 "warmstart_rft_steps")},

@@ -214,15 +214,10 @@ class KLSettings:
 
 
 @dataclass
-class WarmStartSettings:
-    """A short supervised fine-tune on demonstrations before PPO (warmstart.py); the baseline is
-    measured after it. Off for pretrained chat models without an expert; needed for the
-    random-init tiny model."""
-    warmstart: bool = False
-    warmstart_examples: int = 512  # demonstrations (first-observation prompt -> password)
-    warmstart_steps: int = 300
-    warmstart_batch_size: int = 32
-    warmstart_lr: float = 3e-3
+class DemonstrationSettings:
+    """What the warm start's demonstrations show (warmstart.py::demonstrations): whole games on
+    training seeds, played through the rollout against the real game."""
+    warmstart_examples: int = 512  # demonstration episodes
     # Whose answers the demonstrations show. "format": the task's format demonstrations (random
     # answer words, random legal moves; Password Game passwords whose later-rule ingredients
     # appear each with warmstart_extra_prob): the answer's shape, not the skill, so RL has all to
@@ -240,11 +235,28 @@ class WarmStartSettings:
     # at most, before its repair on the next turn. The mistake is played and its feedback shown,
     # but it has no loss (warmstart.py): the model learns what to do after it. 0: clean games.
     warmstart_shown_mistakes: float = 0.0
+
+
+@dataclass
+class WarmStartSettings:
+    """A short supervised fine-tune on the demonstrations before PPO (warmstart.py); the
+    baseline is measured after it. Off for pretrained chat models without an expert; needed for
+    the random-init tiny model."""
+    warmstart: bool = False
+    warmstart_steps: int = 300
+    warmstart_batch_size: int = 32
+    warmstart_lr: float = 3e-3
     # The warm start's loss adds this times the exact KL(pi || the model as it came) at the
     # answer tokens (warmstart.py::sft_kl_loss): the demonstrations teach the format while the
     # base model's own preferences between answers are kept where the demonstrations do not
     # contradict them. 0: plain cross-entropy (every preset).
     warmstart_kl_coef: float = 0.0
+    # The warm start trains every layer even where PPO trains only the top trainable_layers
+    # (PPO then starts from the warm-started model, its bottom frozen there). On Wordle the
+    # warm start on the top 4 of SmolLM2's 30 layers learned the format but not to read the
+    # board; on every layer it did (docs/benchmarks.md), at ~4x the warm start's time.
+    # False: the warm start trains the same layers as PPO (every preset).
+    warmstart_all_layers: bool = False
     # A killed warm start continues from its last checkpoint (RUN/warmstart_progress: weights,
     # optimizer, sampler state), written this often: it bounds the work a kill loses whatever
     # the model size, unless saving takes over a tenth of the time, then less often (a 150-step
@@ -282,7 +294,8 @@ SECTIONS: dict[str, type] = {
     "password_game": PasswordGameSettings, "sampling": SamplingSettings,
     "schedule": ScheduleSettings, "instances": InstanceSettings, "optim": OptimSettings,
     "ppo": PPOSettings, "advantage": AdvantageSettings, "kl": KLSettings,
-    "sft": WarmStartSettings, "rft": RFTSettings, "output": OutputSettings,
+    "demos": DemonstrationSettings, "sft": WarmStartSettings, "rft": RFTSettings,
+    "output": OutputSettings,
 }
 
 
@@ -316,6 +329,7 @@ class TrainConfig:
     ppo: PPOSettings
     advantage: AdvantageSettings
     kl: KLSettings
+    demos: DemonstrationSettings
     sft: WarmStartSettings
     rft: RFTSettings
     output: OutputSettings
@@ -411,6 +425,8 @@ class TrainConfig:
         need(self.max_new_tokens >= 1, "max_new_tokens >= 1")
         need(self.warmstart_checkpoint_seconds >= 0, "warmstart_checkpoint_seconds >= 0")
         need(self.warmstart_kl_coef >= 0, "warmstart_kl_coef >= 0 (0: no KL to the base model)")
+        need(not self.warmstart_all_layers or self.warmstart,
+             "warmstart_all_layers is how the warm start trains: set warmstart=true too")
         need(self.warmstart_rft_rounds >= 0, "warmstart_rft_rounds >= 0 (0: no RFT)")
         need(self.warmstart_rft_episodes >= 1, "warmstart_rft_episodes >= 1")
         need(0 < self.warmstart_rft_keep <= 1, "warmstart_rft_keep in (0, 1]: the fraction of "

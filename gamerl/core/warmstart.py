@@ -253,9 +253,14 @@ def sft_kl_loss(lm, reference, batch: list[tuple[list[int], list[int]]], pad_id:
     return ce + kl_coef * kl, ce, kl
 
 
+def warm_start_layers(cfg) -> Optional[int]:
+    """How many top layers the warm start trains (None: every layer): PPO's
+    ``trainable_layers``, or every layer with ``warmstart_all_layers``."""
+    return None if cfg.warmstart_all_layers else cfg.trainable_layers
+
+
 def _marker(cfg) -> dict[str, Any]:
     keys = ("model", "task", "task_config", "seed", "num_rules", "max_steps", "system_prompt",
-            "trainable_layers",
             "warmstart_examples",
             "warmstart_steps", "warmstart_batch_size", "warmstart_lr", "warmstart_extra_prob",
             "warmstart_demos",
@@ -266,7 +271,9 @@ def _marker(cfg) -> dict[str, Any]:
         keys += RFT_KEYS
     if cfg.warmstart_kl_coef:  # only then: warm starts made before it stay valid
         keys += ("warmstart_kl_coef",)
-    return {k: getattr(cfg, k) for k in keys}
+    # The layers the warm start trained, under the key it always had: a warm start on every
+    # layer is the same model whichever layers PPO trains after it.
+    return {**{k: getattr(cfg, k) for k in keys}, "trainable_layers": warm_start_layers(cfg)}
 
 
 # What a rejection-sampling round depends on besides the demonstrations' settings: its own
@@ -444,18 +451,20 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
 
 def _trainable_part(lm, cfg):
     """``(split, reference)`` of a warm start: the split trunk when only the top
-    ``trainable_layers`` train (the same layers as PPO will; the rest frozen here), and with
+    ``trainable_layers`` train (the same layers as PPO will, unless ``warmstart_all_layers``;
+    the rest frozen here), and with
     ``warmstart_kl_coef`` the KL reference ``(model, its split, coef)``: the model as it came,
     copied before a resume loads its progress into ``lm``."""
     from ..models import SplitTrunk, freeze_below_top_layers, load_reference
 
     split = reference = None
-    if cfg.trainable_layers:
-        freeze_below_top_layers(lm, cfg.trainable_layers)
-        split = SplitTrunk.of(lm, cfg.trainable_layers)
+    n_top = warm_start_layers(cfg)
+    if n_top:
+        freeze_below_top_layers(lm, n_top)
+        split = SplitTrunk.of(lm, n_top)
     if cfg.warmstart_kl_coef:  # ALGO LOGIC: the model as it came, frozen, before any step
         ref_lm = load_reference(lm)
-        reference = (ref_lm, SplitTrunk.of(ref_lm, cfg.trainable_layers) if split else None,
+        reference = (ref_lm, SplitTrunk.of(ref_lm, n_top) if split else None,
                      cfg.warmstart_kl_coef)
     return split, reference
 
@@ -493,4 +502,5 @@ def cached_warm_start(cfg, out_dir: str | Path) -> Optional[dict[str, Any]]:
 
 
 __all__ = ["PROGRESS_DIR", "answer_logits", "cached_warm_start", "demonstrations", "exact_kl",
-           "frozen_bottoms", "rejection_sampled", "sft_kl_loss", "sft_loss", "warm_start"]
+           "frozen_bottoms", "rejection_sampled", "sft_kl_loss", "sft_loss", "warm_start",
+           "warm_start_layers"]
