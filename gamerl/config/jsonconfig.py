@@ -48,8 +48,9 @@ generation    max_new_tokens, temperature, top_p, top_k, max_context_tokens, fee
 training      epochs, episodes_per_epoch, max_steps, seed, train_seed_start,
               train_seed_count, eval_seed_start, eval_episodes, save_every, eval_every,
               warmstart, warmstart_examples, warmstart_steps, warmstart_batch_size,
-              warmstart_lr, warmstart_checkpoint_seconds, warmstart_rft_rounds,
-              warmstart_rft_episodes, warmstart_rft_keep, warmstart_rft_steps
+              warmstart_lr, warmstart_checkpoint_seconds, warmstart_kl_coef,
+              warmstart_all_layers, warmstart_rft_rounds, warmstart_rft_episodes,
+              warmstart_rft_keep, warmstart_rft_steps
                                                        the field of the same name
 curriculum    enabled, stages             curriculum: enabled false -> None; stages null
                                           (or "default") -> "default"; else the list of
