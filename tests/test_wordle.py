@@ -255,7 +255,8 @@ def test_partial_credit_is_for_new_information_only():
 
 def test_reward_config_is_validated():
     for bad in ({"win_reward": -1}, {"invalid_penalty": float("nan")}, {"turn_decay": "0.1"},
-                {"green_reward": True}, {"repeat_penalty": float("inf")}):
+                {"green_reward": True}, {"repeat_penalty": float("inf")},
+                {"latest_green_reward": -0.1}):
         with pytest.raises(ValueError):
             RewardConfig(**bad)
     for bad in ({"max_guesses": 0}, {"max_guesses": 101}, {"max_guesses": 6.0},
@@ -302,6 +303,30 @@ def test_no_reward_invites_repeating_a_guess():
         for word in ["fluid", "ghost", "fluid", "bumpy", "nymph"][: turns - 1] + ["crane"]:
             total += game.step(word).reward
         assert total == pytest.approx(5 * 0.15 + max(0, 1 - 0.1 * (turns - 1)))
+
+
+def test_latest_green_reward_prices_kept_greens():
+    """Hand-computed: with only ``latest_green_reward`` paying greens, a guess pays 0.1 per green
+    it adds to the last new guess's, dropping greens costs, a repeat moves nothing, and the
+    episode's green credit telescopes to the final guess's greens (0.5 for a win)."""
+    cfg = RewardConfig(green_reward=0.0, present_reward=0.0, latest_green_reward=0.1,
+                       repeat_penalty=0.1)
+    game = WordleGame(WordleConfig(reward=cfg))
+    game.reset(answer="crane")
+    rewards = [game.step(word).reward for word in ["crate", "fluid", "fluid", "crank", "crane"]]
+    # crate: 4 greens (+0.4); fluid: 0 (-0.4); fluid again: a repeat (-0.1, the 0 stays);
+    # crank: 4 (+0.4); crane: 5 (+0.1) and the win on turn 5, 1 - 0.1 * 4.
+    assert rewards == pytest.approx([0.4, -0.4, -0.1, 0.4, 0.1 + 0.6])
+    assert sum(rewards) == pytest.approx(5 * 0.1 + 0.6 - 0.1)
+    # Keeping the greens beats dropping them, where the first-time credit pays both alike.
+    for reward, keep_minus_drop in ((cfg, 0.4), (RewardConfig(), 0.0)):
+        after = WordleGame(WordleConfig(reward=reward))
+        after.reset(answer="crane")
+        after.step("crate")
+        keep, drop = copy.deepcopy(after).step("craze"), copy.deepcopy(after).step("fluid")
+        assert keep.reward - drop.reward == pytest.approx(keep_minus_drop)
+    # Off by default: the defaults' rewards are what they were.
+    assert RewardConfig().latest_green_reward == 0.0
 
 
 def test_defaults_make_any_win_beat_any_loss():

@@ -275,7 +275,7 @@ CONFIG_FILES = ConfigFiles(
         "http (then base_url, a server from `python -m tasks.wordle.server`).",
         "max_guesses per game; hard_mode: every revealed hint must be used; reward: the "
         "per-turn rewards (win_reward, turn_decay, green_reward, present_reward, "
-        "invalid_penalty, repeat_penalty, loss_penalty)."),
+        "invalid_penalty, repeat_penalty, loss_penalty, latest_green_reward)."),
     env_holds="Wordle's settings",
     train_comments={
         "generation": "Per turn: one guess, a 5-letter word of a few tokens (max_new_tokens 8).",

@@ -64,7 +64,15 @@ class RewardConfig:
     * ``invalid_penalty`` 0.1 subtracted for an invalid guess (a wasted turn);
     * ``repeat_penalty`` 0.0 subtracted for a repeated guess: a repeat earns nothing (no partial
       credit: its marks are not new), set it above 0 to punish it;
-    * ``loss_penalty`` 0.0 subtracted on the last turn of an episode that is not won.
+    * ``loss_penalty`` 0.0 subtracted on the last turn of an episode that is not won;
+    * ``latest_green_reward`` 0.0 per green in the latest new valid guess, paid as a difference:
+      a guess pays ``latest_green_reward`` × (its greens − the previous such guess's greens), so
+      keeping the greens found pays nothing, dropping them costs, and over an episode it sums to
+      ``latest_green_reward`` × the last new guess's greens (verifiers' Wordle pays partial
+      credit on the final guess's marks the same way). The first-time ``green_reward`` pays a
+      green once, so a guess that keeps it earns no more than one that drops it; this term
+      prices board reading. A guess that drops greens can earn less than a repeat: keep
+      ``repeat_penalty`` above 0 with it, so that a guess keeping the greens beats a repeat.
 
     The partial credit is a potential difference (potential = ``green_reward`` × known greens +
     ``present_reward`` × known letter copies), so over a won episode it sums to exactly
@@ -81,6 +89,7 @@ class RewardConfig:
     invalid_penalty: float = 0.1
     repeat_penalty: float = 0.0
     loss_penalty: float = 0.0
+    latest_green_reward: float = 0.0
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -209,6 +218,7 @@ class WordleGame:
         self.attempts: list[dict[str, Any]] = []  # every turn: guess, valid, message
         self.known_greens: set[int] = set()
         self.known_counts: dict[str, int] = {}
+        self.latest_greens = 0  # greens of the latest new valid guess (latest_green_reward)
         self.total_reward = 0.0
 
     # ------------------------------------------------------------------ protocol
@@ -250,6 +260,9 @@ class WordleGame:
             else:
                 new_greens, new_letters = self._learn(word, marks)
                 reward = cfg.green_reward * new_greens + cfg.present_reward * new_letters
+                greens = marks.count(GREEN)
+                reward += cfg.latest_green_reward * (greens - self.latest_greens)
+                self.latest_greens = greens
             if word == inst.answer:
                 self.success = True
                 won = cfg.win(self.turn)

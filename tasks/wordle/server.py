@@ -93,6 +93,7 @@ class RewardModel(BaseModel):
     invalid_penalty: NonNegative = 0.1
     repeat_penalty: NonNegative = 0.0
     loss_penalty: NonNegative = 0.0
+    latest_green_reward: NonNegative = 0.0
 
 
 class Attempt(BaseModel):
