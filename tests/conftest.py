@@ -1,6 +1,7 @@
 """Shared by the test modules: the embedded tiny model built fresh, the ``python -m gamerl``
 runner, the learning tests' train-and-compare step, a kill at a function's n-th call
-(``count_calls``, ``Killed``), a process's resident memory, and one torch thread for a module (``pytestmark = pytest.mark.usefixtures("one_torch_thread")``)."""
+(``count_calls``, ``Killed``), a process's resident memory, and one torch thread for a module
+(``pytestmark = pytest.mark.usefixtures("one_torch_thread")``)."""
 
 import os
 import subprocess

@@ -452,9 +452,9 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
 def _trainable_part(lm, cfg):
     """``(split, reference)`` of a warm start: the split trunk when only the top
     ``trainable_layers`` train (the same layers as PPO will, unless ``warmstart_all_layers``;
-    the rest frozen here), and with
-    ``warmstart_kl_coef`` the KL reference ``(model, its split, coef)``: the model as it came,
-    copied before a resume loads its progress into ``lm``."""
+    the rest frozen here), and with ``warmstart_kl_coef`` the KL reference ``(model, its
+    split, coef)``: the model as it came, copied before a resume loads its progress into
+    ``lm``."""
     from ..models import SplitTrunk, freeze_below_top_layers, load_reference
 
     split = reference = None
