@@ -258,6 +258,11 @@ def _evaluate(args: argparse.Namespace) -> int:
             check_device(cfg.device)
         except ValueError as e:
             raise UsageError(str(e)) from None
+    if args.eval_batch_size is not None:
+        try:
+            cfg = cfg.replace(eval_batch_size=args.eval_batch_size)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     if (args.opponent or args.games) and cfg.task != "openspiel":
         raise SystemExit(f"--opponent/--games are for OpenSpiel runs; this run's task is {cfg.task}")
     if args.checkpoint is not None:
@@ -378,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--opponent", choices=["random", "mcts"], help="OpenSpiel: the opponent bot")
     e.add_argument("--games", help="OpenSpiel: comma-separated games (default: the run's)")
     e.add_argument("--greedy", action="store_true", help="argmax decoding instead of sampling")
+    e.add_argument("--batch-size", dest="eval_batch_size", type=int, help="games played at "
+                   "once (default: the run's eval_batch_size, 0: all; fewer use less memory)")
     e.add_argument("--device")
     e.add_argument("--json", help="also write the rows to this JSON file")
     e.add_argument("--env-url", help="play through a Password Game server at this URL")

@@ -116,6 +116,9 @@ class ScheduleSettings:
     epochs: int = 3  # seed: 3
     episodes_per_epoch: int = 20  # seed: 20
     eval_episodes: int = 32  # held-out games per evaluation
+    # Held-out games played at once (0: all of them). Their KV caches live together: 256
+    # SmolLM2 Wordle games at once peak at 16.5 GB (docs/benchmarks.md); 64 at a time bound it.
+    eval_batch_size: int = 0
     eval_every: int = 0  # epochs between held-out evaluations during training (0: final only)
     save_every: int = 1  # epochs between last/ checkpoints (the final epoch is always saved)
 
@@ -439,6 +442,7 @@ class TrainConfig:
         train = range(self.train_seed_start, self.train_seed_start + self.train_seed_count)
         evals = range(self.eval_seed_start, self.eval_seed_start + self.eval_episodes)
         need(self.train_seed_count >= 1 and self.eval_episodes >= 0, "seed ranges must be non-empty")
+        need(self.eval_batch_size >= 0, "eval_batch_size must be >= 0 (0: every game at once)")
         need(train.stop <= evals.start or evals.stop <= train.start,
              f"train seeds {train} and eval seeds {evals} overlap")
 

@@ -76,14 +76,21 @@ def evaluate(lm, tokenizer, seeds: Sequence[Any], cfg, *, greedy: bool = False,
              make_env: Optional[Callable[..., Any]] = None, sample_seed: int = 1234,
              return_episodes: bool = False, progress: Optional[str] = None):
     """Play one episode per held-out instance (``seeds``) with the LM (``PolicyWithValue.lm`` or
-    any causal LM); ``progress``: a tqdm bar with this description, one step per turn."""
+    any causal LM); ``progress``: a tqdm bar with this description, one step per turn.
+    ``cfg.eval_batch_size`` games play at once (0: all), the next ones when they end: the KV
+    caches of the games in play are the evaluation's memory. The sampling RNG runs on from one
+    batch to the next, so a batch size gives its own (deterministic) samples."""
     make_env = make_env or local_env_factory(cfg)
     rcfg = RolloutConfig.from_train_config(cfg, greedy=greedy)
     rcfg.record_logprobs = False  # evaluation needs no log-probs (and saves B x V per step)
+    policy = LMPolicy(lm, tokenizer, rcfg)
+    batch = cfg.eval_batch_size or max(1, len(seeds))
+    episodes = []
     with torch.random.fork_rng(devices=[lm.device] if lm.device.type == "cuda" else []):
         torch.manual_seed(sample_seed)
-        episodes = rollout(LMPolicy(lm, tokenizer, rcfg), tokenizer, seeds, make_env, rcfg,
-                           progress=progress)
+        for start in range(0, len(seeds), batch):
+            episodes += rollout(policy, tokenizer, seeds[start:start + batch], make_env, rcfg,
+                                progress=progress)
     metrics = episode_metrics(episodes, cfg)
     return (metrics, episodes) if return_episodes else metrics
 
