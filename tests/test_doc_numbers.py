@@ -199,3 +199,17 @@ def test_spread_table_takes_an_openspiel_runs_columns_from_its_game():
     assert "| mean | after PPO | 0.62 | 62.5% | 0.0% | 37.5% | 0.0% | 4.00 |" in lines
     assert "|  | random | 0.50 | 50.0% | 0.0% | 50.0% | 0.0% | 4.00 |" in lines
     assert len(lines) == 2 + 4 + 6 + 1  # no zero-shot stage: these runs had no warm start
+
+
+def test_machine_id_names_the_cpu_generation():
+    """Two Xeon generations with one model name sampled different quick runs: the machine line
+    names the family and model where /proc/cpuinfo has them, so the other one skips."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.exists() or "cpu family" not in cpuinfo.read_text():
+        pytest.skip("no cpu family in /proc/cpuinfo here")
+    first = cpuinfo.read_text().split("\n\n")[0]
+    family = re.search(r"^cpu family\s*:\s*(\S+)", first, re.MULTILINE).group(1)
+    model = re.search(r"^model\s*:\s*(\S+)", first, re.MULTILINE).group(1)
+    assert f"(family {family} model {model})" in doc_numbers.machine_id()
+    block = doc_numbers.read_block((ROOT / "docs" / "benchmarks.md").read_text(), "quick-run")
+    assert re.search(r"\(family \S+ model \S+\)", doc_numbers.MACHINE_LINE.search(block).group(1))

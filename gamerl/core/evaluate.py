@@ -83,11 +83,12 @@ def evaluate(lm, tokenizer, seeds: Sequence[Any], cfg, *, greedy: bool = False,
     make_env = make_env or local_env_factory(cfg)
     rcfg = RolloutConfig.from_train_config(cfg, greedy=greedy)
     rcfg.record_logprobs = False  # evaluation needs no log-probs (and saves B x V per step)
-    policy = LMPolicy(lm, tokenizer, rcfg)
     batch = cfg.eval_batch_size or max(1, len(seeds))
     episodes = []
+    # Built inside the forked RNG, as before batches: whatever it sets up stays in the fork.
     with torch.random.fork_rng(devices=[lm.device] if lm.device.type == "cuda" else []):
         torch.manual_seed(sample_seed)
+        policy = LMPolicy(lm, tokenizer, rcfg)
         for start in range(0, len(seeds), batch):
             episodes += rollout(policy, tokenizer, seeds[start:start + batch], make_env, rcfg,
                                 progress=progress)
