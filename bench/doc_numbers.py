@@ -140,33 +140,16 @@ OTHER_MACHINE = 3
 MACHINE_LINE = re.compile(r"^Exact on: (.+)\.$", re.MULTILINE)
 
 
-def cpu_generation() -> str:
-    """``family F model M`` from /proc/cpuinfo ('' where there is none). The model name alone is
-    not enough: two Intel Xeon generations both called "Intel(R) Xeon(R) Processor" (one with AMX,
-    one without) sampled different quick runs from the same commit (2026-11-28)."""
-    fields = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("cpu family", "model") and key.strip() not in fields:
-                fields[key.strip()] = value.strip()
-            if not line.strip() and fields:
-                break
-    except OSError:
-        return ""
-    if len(fields) < 2:
-        return ""
-    return f" (family {fields['cpu family']} model {fields['model']})"
-
-
 def machine_id() -> str:
     """The CPU model and generation, the instruction set torch's kernels use, and the torch
     version."""
     import torch
 
-    from gamerl.runs.code_version import cpu_model
+    from gamerl.runs.code_version import cpu_generation, cpu_model
 
-    return (f"{cpu_model()}{cpu_generation()}, {torch.backends.cpu.get_cpu_capability()}, "
+    generation = cpu_generation()
+    generation = f" ({generation})" if generation else ""
+    return (f"{cpu_model()}{generation}, {torch.backends.cpu.get_cpu_capability()}, "
             f"torch {torch.__version__}")
 
 

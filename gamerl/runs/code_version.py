@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["code_version", "cpu_model", "host"]
+__all__ = ["code_version", "cpu_generation", "cpu_model", "host"]
 
 
 def code_version() -> dict[str, Optional[object]]:
@@ -34,15 +34,32 @@ def code_version() -> dict[str, Optional[object]]:
     return {"git_commit": commit, "git_dirty": None if status is None else bool(status)}
 
 
+def _first_cpu() -> dict[str, str]:
+    """The first processor's fields in /proc/cpuinfo ({} where there is none)."""
+    try:
+        block = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+    except OSError:
+        return {}
+    fields: dict[str, str] = {}
+    for line in block.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo), else what ``platform`` says."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return _first_cpu().get("model name") or platform.processor() or platform.machine()
+
+
+def cpu_generation() -> str:
+    """``family F model M`` from /proc/cpuinfo ('' where it has none). The model name alone is
+    not enough: two Intel Xeon generations both called "Intel(R) Xeon(R) Processor" (one with AMX,
+    one without) sampled different quick runs from the same commit (2026-11-28)."""
+    cpu = _first_cpu()
+    return (f"family {cpu['cpu family']} model {cpu['model']}"
+            if "cpu family" in cpu and "model" in cpu else "")
 
 
 def host() -> dict[str, Optional[object]]:
