@@ -338,22 +338,28 @@ WORDLE_PRESETS: dict[str, dict[str, Any]] = {
     # SmolLM2: zero-shot every answer is chatter or emoji (32 held-out games, 100% invalid
     # guesses: docs/benchmarks.md), so every turn earns the same -0.1 and PPO has no signal.
     # The warm start plays the expert (tasks/wordle/solver.py::expert_guess: SOARE, CLINT, then
-    # answers consistent with every mark; 48 steps of 8 games, top 4 layers); random answer
-    # words (24 steps) taught the format only: PPO then reached 1.11 best greens, below random
-    # words' 1.23. feedback "latest": the last board line, the greens in place, the letters (the
-    # compact board, repeated in every message, made games ~900 tokens and the run 49 min; ~610
-    # and 29 min without it). repeat_penalty 0.1: a repeated guess wastes a turn as an invalid
-    # one does, and copying its last guess was the model's main waste. lr 5e-5: at 2e-5 the
-    # batch reward flattened after 4 epochs. Measured (seeds 0 and 1, 256 held-out words):
-    # invalid 6.3% -> 1.9%, best greens 1.18 -> 1.34 (random words 1.19), no win (random words
-    # 1 of 512); 36 min on the 2-core AMD EPYC at c9901b1; docs/benchmarks.md. eval_episodes
-    # 256: every held-out answer once (wins are rare: random answer words win ~0.2-0.4%).
+    # answers consistent with every mark), 96 steps over 768 of its games (each seen once) on
+    # every layer (warmstart_all_layers); PPO then trains the top 4. The warm start of the top 4
+    # only (48 steps of 256 games) learned the format but not to read the board, and PPO after
+    # it won no game (best greens 1.34, random words 1.19); on every layer and twice the games
+    # it wins 8 and 1 of 256 before PPO, 6 and 2 after (seeds 0 and 1; random words 1 and 0),
+    # best greens 1.77-1.81 (random words 1.13-1.25); its reward stays below random words' (a
+    # quarter of its guesses invalid or repeated). The warm start is most of the run: 38.5 min
+    # on a 2-core Intel Xeon (AMX) on 2026-11-29, estimated 55-70 on the slower AMD EPYC.
+    # feedback "latest": the last board line, the greens in place, the letters (the compact
+    # board, repeated in every message, made games ~900 tokens; ~610 without it).
+    # repeat_penalty 0.1: a repeated guess wastes a turn as an invalid one does. lr 5e-5: at
+    # 2e-5 the batch reward flattened after 4 epochs. eval_episodes 256: every held-out answer
+    # once (wins are rare: random answer words win ~0.2-0.4%), played 64 at a time
+    # (eval_batch_size: 256 games' KV cache at once took the run to 20 GB; 13 GB with 64).
     # max_new_tokens 8: a guess and <|im_end|> are 2-4 tokens; 16 only let zero-shot chatter
     # run on.
     "smollm2-135m": dict(max_new_tokens=8, reward_scale=1.0, warmstart=True,
-                         warmstart_examples=256, warmstart_steps=48, warmstart_batch_size=8,
-                         warmstart_lr=3e-4, epochs=8, lr=5e-5, feedback="latest",
-                         eval_episodes=256, task_config={"reward": {"repeat_penalty": 0.1}}),
+                         warmstart_all_layers=True, warmstart_examples=768,
+                         warmstart_steps=96, warmstart_batch_size=8, warmstart_lr=3e-4,
+                         epochs=8, lr=5e-5, feedback="latest", eval_episodes=256,
+                         eval_batch_size=64,
+                         task_config={"reward": {"repeat_penalty": 0.1}}),
 }
 
 
