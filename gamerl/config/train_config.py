@@ -259,7 +259,8 @@ class WarmStartSettings:
     # (PPO then starts from the warm-started model, its bottom frozen there). On Wordle the
     # warm start on the top 4 of SmolLM2's 30 layers learned the format but not to read the
     # board; on every layer it did (docs/benchmarks.md), at ~4x the warm start's time.
-    # False: the warm start trains the same layers as PPO (every preset).
+    # False: the warm start trains the same layers as PPO (every preset but Wordle's
+    # smollm2-135m, gamerl/games/wordle.py).
     warmstart_all_layers: bool = False
     # A killed warm start continues from its last checkpoint (RUN/warmstart_progress: weights,
     # optimizer, sampler state), written this often: it bounds the work a kill loses whatever
