@@ -99,3 +99,18 @@ def test_rollout_memory_bench_quick(tmp_path):
     assert result["games"] == 8 and result["tokens"] > 0
     assert result["max_cache_gb_after_extend"] > 0
     assert result["peak_rss_above_start_gb"] is not None
+
+
+def test_warmstart_passes_bench_quick(tmp_path):
+    """``bench/warmstart_passes.py --quick`` (tiny, Wordle, 2 steps): every rows-per-pass
+    setting trains from the same weights on the same batches, so their losses agree."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "warmstart_passes.py"),
+                           "--quick", "--json", str(out)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["rows_per_pass"] for r in rows] == [16, 8, 4, 2, 1]
+    assert not rows[0]["shared_prompt"] and all(r["shared_prompt"] for r in rows[1:])
+    for r in rows[1:]:
+        assert r["losses"] == pytest.approx(rows[0]["losses"], abs=1e-3)
