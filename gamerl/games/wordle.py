@@ -342,10 +342,10 @@ WORDLE_PRESETS: dict[str, dict[str, Any]] = {
     # every layer (warmstart_all_layers); PPO then trains the top 4. The warm start of the top 4
     # only (48 steps of 256 games) learned the format but not to read the board, and PPO after
     # it won no game (best greens 1.34, random words 1.19); on every layer and twice the games
-    # it wins 7 and 1 of 256 before PPO, 6 and 2 after (seeds 0 and 1; random words 1 and 0),
-    # best greens 1.77-1.81 (random words 1.13-1.25); its reward stays below random words' (a
-    # quarter of its guesses invalid or repeated). The warm start is most of the run: 38.5-40.5 min
-    # on a 2-core Intel Xeon (AMX) on 2026-11-29, estimated 55-70 on the slower AMD EPYC.
+    # it wins 8 and 4 of 256 before PPO, 5 and 2 after (seeds 0 and 1 at 4371838; random words
+    # 1 and 0), best greens 1.68-1.84 (random words 1.13-1.25); its reward stays below random
+    # words' (~30% of its guesses invalid or repeated). The warm start is half the run: 29.5 min
+    # on a 2-core Intel Xeon (AMX) on 2026-11-29, an estimated 45-53 on the slower AMD EPYC.
     # feedback "latest": the last board line, the greens in place, the letters (the compact
     # board, repeated in every message, made games ~900 tokens; ~610 without it).
     # repeat_penalty 0.1: a repeated guess wastes a turn as an invalid one does. lr 5e-5: at
