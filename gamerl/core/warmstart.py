@@ -213,7 +213,7 @@ def answer_logits(lm, batch: list[tuple[list[int], list[int]]], pad_id: int,
     The rows run in passes of up to ``SFT_ROWS_PER_PASS``, shortest first, each right padded
     to its own longest row, with the prompt its rows open with run once (``prefix_share``): a
     batch padded to its longest row computes padding, and every row its own copy of the system
-    prompt (Wordle's demonstrations: 256-650 tokens, 164 of them the prompt they all open with;
+    prompt (Wordle's demonstrations: 256-654 tokens, 164 of them the prompt they all open with;
     8 rows in one pass computed 1.37x their tokens). The N positions come pass by pass: the same
     set as one pass's, in another order, which a mean over them does not see."""
     order = sorted(range(len(batch)), key=lambda i: len(batch[i][0]))  # stable: ties in order
