@@ -87,7 +87,8 @@ def main(argv=None) -> dict:
         (int(n), True) for n in args.rows.split(",")]
     for rows_per_pass, share in settings:
         r = time_steps(lm, cfg, batches[1:], tok.pad_token_id, rows_per_pass, share)
-        name = (f"{rows_per_pass} row{'s' if rows_per_pass > 1 else ''} per pass" + ("" if share else ", prompt per row (before)"))
+        name = (f"{rows_per_pass} row{'s' if rows_per_pass > 1 else ''} per pass"
+                + ("" if share else ", prompt per row (before)"))
         rows.append({"setting": name, "rows_per_pass": rows_per_pass, "shared_prompt": share, **r})
         print(f"{name:<40} {r['seconds']:7.1f} s for {args.steps} steps  "
               f"({rows[0]['seconds'] / r['seconds']:.2f}x)", flush=True)
