@@ -14,8 +14,8 @@ import pytest
 
 from tasks.wordle import (GREEN as G, GREY as X, YELLOW as Y, GameOver, LocalWordleEnv,
                           RewardConfig, WordleConfig, WordleGame, allowed_guesses, answers,
-                          check_guess, feedback, make_instance, pattern_code, score_guess,
-                          valid_words)
+                          check_guess, feedback, fits_marks, make_instance, pattern_code,
+                          score_guess, valid_words)
 from tasks.wordle.solver import (EXPERT_OPENERS, OPENING, default_solver, encode_words,
                                  expert_guess, pattern_matrix)
 from tasks.wordle.words import marks_from_code
@@ -256,7 +256,7 @@ def test_partial_credit_is_for_new_information_only():
 def test_reward_config_is_validated():
     for bad in ({"win_reward": -1}, {"invalid_penalty": float("nan")}, {"turn_decay": "0.1"},
                 {"green_reward": True}, {"repeat_penalty": float("inf")},
-                {"latest_green_reward": -0.1}):
+                {"latest_green_reward": -0.1}, {"fit_reward": -0.1}):
         with pytest.raises(ValueError):
             RewardConfig(**bad)
     for bad in ({"max_guesses": 0}, {"max_guesses": 101}, {"max_guesses": 6.0},
@@ -327,6 +327,34 @@ def test_latest_green_reward_prices_kept_greens():
         assert keep.reward - drop.reward == pytest.approx(keep_minus_drop)
     # Off by default: the defaults' rewards are what they were.
     assert RewardConfig().latest_green_reward == 0.0
+
+
+def test_fit_reward_pays_guesses_that_could_still_be_the_answer():
+    """Hand-computed: ``fit_reward`` pays a valid guess after the first that would have given
+    every earlier guess its marks, and nothing to the opener, a repeat, an invalid word or a
+    guess that ignores a grey."""
+    cfg = RewardConfig(green_reward=0.0, present_reward=0.0, fit_reward=0.2,
+                       repeat_penalty=0.1)
+    game = WordleGame(WordleConfig(reward=cfg))
+    game.reset(answer="crane")
+    rewards = [game.step(word).reward for word in ["soare", "crate", "crate", "xxxxx", "trace",
+                                                   "crane"]]
+    # soare (X X G Y G): the opener, no board yet. crate: C R A T E gives soare X X G Y G, so it
+    # could be the answer (+0.2). crate again: a repeat (-0.1). xxxxx: invalid (-0.1). trace:
+    # crate's marks say C is green in place 1, trace has T there (0). crane: the answer
+    # (+0.2) and the win on turn 6, 1 - 0.1 * 5.
+    assert rewards == pytest.approx([0.0, 0.2, -0.1, -0.1, 0.0, 0.2 + 0.5])
+    # The check is the solver's candidate set (an independent implementation, pattern codes),
+    # on random boards of random valid guesses.
+    solver, rng = default_solver(), random.Random(0)
+    words = sorted(valid_words())
+    for _ in range(40):
+        answer = rng.choice(answers())
+        board = [(g, score_guess(answer, g)) for g in rng.sample(words, rng.randint(1, 3))]
+        fitting = {solver.answers[i] for i in solver.candidates(board)}
+        assert answer in fitting
+        assert fitting == {w for w in answers() if fits_marks(w, board)}
+    assert RewardConfig().fit_reward == 0.0  # off by default: the defaults pay what they did
 
 
 def test_defaults_make_any_win_beat_any_loss():

@@ -50,7 +50,7 @@ def test_health_and_schema(tc):
 def test_session_lifecycle_matches_local_env(tc):
     reward = {"win_reward": 2.0, "turn_decay": 0.2, "green_reward": 0.3, "present_reward": 0.1,
               "invalid_penalty": 0.5, "repeat_penalty": 0.25, "loss_penalty": 1.0,
-              "latest_green_reward": 0.2}
+              "latest_green_reward": 0.2, "fit_reward": 0.3}
     r = tc.post("/sessions", json={"seed": SEED, "max_guesses": 4, "reward": reward})
     assert r.status_code == 200
     sid = SessionResponse.model_validate(r.json()).session_id
@@ -143,6 +143,7 @@ BAD = [
     ("/sessions", {"reward": {"win_reward": "1"}}, "string weight"),
     ("/sessions", {"reward": {"typo": 1}}, "unknown reward field"),
     ("/sessions", {"reward": {"latest_green_reward": -0.1}}, "negative latest_green_reward"),
+    ("/sessions", {"reward": {"fit_reward": -0.1}}, "negative fit_reward"),
     ("/sessions", {"reward": 5}, "reward not an object"),
     ("/sessions", {"extra": 1}, "unknown field"),
     ("/sessions", [], "array body"),
@@ -338,7 +339,7 @@ def make_remote(request):
 WORDS = sorted(valid_words())
 REWARDS = [None, {"win_reward": 3.0, "turn_decay": 0.25, "green_reward": 0.2,
                   "present_reward": 0.1, "invalid_penalty": 0.3, "repeat_penalty": 0.2,
-                  "loss_penalty": 1.0, "latest_green_reward": 0.15}]
+                  "loss_penalty": 1.0, "latest_green_reward": 0.15, "fit_reward": 0.25}]
 
 
 def random_guess(rng: random.Random, answer: str, previous: list[str]) -> str:

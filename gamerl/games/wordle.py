@@ -17,6 +17,8 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from tasks.wordle.game import fits_marks  # the game's check, which its fit_reward pays
+
 from .base import (Instance, MakeEnv, ReportColumn, SampleTable, ShownMistake, Task,
                    after_marker, code_span, elide, instance_key)
 from .pieces import (ConfigFiles, VerlSpec, WizardQuestions, task_config_reader,
@@ -123,14 +125,6 @@ def wordle_heldout_answers(n: int = WORDLE_HELDOUT) -> tuple[str, ...]:
     words = sorted(answers())
     picked = [words[(i * len(words)) // n] for i in range(n)]
     return tuple(picked[0::2] + picked[1::2])
-
-
-def fits_marks(word: str, history) -> bool:
-    """Whether ``word`` could still be the answer after ``history`` (``(guess, marks)`` pairs):
-    had it been the answer, every guess would have got the marks it did."""
-    from tasks.wordle.words import score_guess
-
-    return all(score_guess(word, g) == list(m) for g, m in history)
 
 
 def keeps_greens(word: str, history) -> bool:
@@ -275,7 +269,7 @@ CONFIG_FILES = ConfigFiles(
         "http (then base_url, a server from `python -m tasks.wordle.server`).",
         "max_guesses per game; hard_mode: every revealed hint must be used; reward: the "
         "per-turn rewards (win_reward, turn_decay, green_reward, present_reward, "
-        "invalid_penalty, repeat_penalty, loss_penalty, latest_green_reward)."),
+        "invalid_penalty, repeat_penalty, loss_penalty, latest_green_reward, fit_reward)."),
     env_holds="Wordle's settings",
     train_comments={
         "generation": "Per turn: one guess, a 5-letter word of a few tokens (max_new_tokens 8).",

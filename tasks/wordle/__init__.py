@@ -7,14 +7,15 @@ solver.
 
 from .env import LocalWordleEnv
 from .game import (GameOver, RewardConfig, StepResult, WordleConfig, WordleGame, WordleInstance,
-                   check_guess, corpus_texts, feedback, make_instance, normalize_guess)
+                   check_guess, corpus_texts, feedback, fits_marks, make_instance,
+                   normalize_guess)
 from .words import (GREEN, GREY, YELLOW, allowed_guesses, answers, pattern_code, score_guess,
                     valid_words)
 
 __all__ = [
     "GREEN", "GREY", "GameOver", "LocalWordleEnv", "RewardConfig", "StepResult", "WordleConfig",
     "WordleEnv", "WordleGame", "WordleInstance", "YELLOW", "allowed_guesses", "answers",
-    "check_guess", "corpus_texts", "feedback", "make_instance", "normalize_guess", "pattern_code",
+    "check_guess", "corpus_texts", "feedback", "fits_marks", "make_instance", "normalize_guess", "pattern_code",
     "score_guess", "solve", "valid_words",
 ]
 

@@ -73,6 +73,11 @@ class RewardConfig:
       green once, so a guess that keeps it earns no more than one that drops it; this term
       prices board reading. A guess that drops greens can earn less than a repeat: keep
       ``repeat_penalty`` above 0 with it, so that a guess keeping the greens beats a repeat.
+    * ``fit_reward`` 0.0 for a valid guess after the first that could still be the answer: had
+      it been the answer, every earlier valid guess would have got the marks it did
+      (``fits_marks``). It prices reading the whole board, greys and yellows too, where
+      ``latest_green_reward`` prices the greens only; a repeat never fits (it would have won)
+      and the winning guess always does.
 
     The partial credit is a potential difference (potential = ``green_reward`` × known greens +
     ``present_reward`` × known letter copies), so over a won episode it sums to exactly
@@ -90,6 +95,7 @@ class RewardConfig:
     repeat_penalty: float = 0.0
     loss_penalty: float = 0.0
     latest_green_reward: float = 0.0
+    fit_reward: float = 0.0
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -189,6 +195,12 @@ def hard_mode_violation(guess: str, history: list[tuple[str, list[str]]]) -> str
     return None
 
 
+def fits_marks(word: str, history) -> bool:
+    """Whether ``word`` could still be the answer after ``history`` (``(guess, marks)`` pairs):
+    had it been the answer, every guess would have got the marks it did."""
+    return all(score_guess(word, guess) == list(marks) for guess, marks in history)
+
+
 def feedback(answer: str, guess: str) -> list[str]:
     """Stateless marks of a guess against an answer (both normalized first). ``ValueError`` if
     the guess is not a valid word or the answer is not 5 letters a-z."""
@@ -254,6 +266,7 @@ class WordleGame:
         else:
             marks = score_guess(inst.answer, word)
             repeated = any(prev == word for prev, _ in self.scored)
+            fits = bool(self.scored) and fits_marks(word, self.scored)
             self.scored.append((word, marks))
             if repeated:
                 reward = 0.0 - cfg.repeat_penalty
@@ -263,6 +276,7 @@ class WordleGame:
                 greens = marks.count(GREEN)
                 reward += cfg.latest_green_reward * (greens - self.latest_greens)
                 self.latest_greens = greens
+            reward += cfg.fit_reward * fits
             if word == inst.answer:
                 self.success = True
                 won = cfg.win(self.turn)

@@ -94,6 +94,7 @@ class RewardModel(BaseModel):
     repeat_penalty: NonNegative = 0.0
     loss_penalty: NonNegative = 0.0
     latest_green_reward: NonNegative = 0.0
+    fit_reward: NonNegative = 0.0
 
 
 class Attempt(BaseModel):
