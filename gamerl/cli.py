@@ -86,6 +86,19 @@ def _train_config(args: argparse.Namespace):
     return cfg.replace(out_dir=str(out)), out, env_url
 
 
+def _game_env(cfg, env_url: str | None):
+    """The run's environments: in-process, or a game server's at ``env_url``. The game reads
+    its own settings (``task_config``: Wordle's rewards, OpenSpiel's games) here, so a bad one
+    is one line, before any model loads or run directory is made, not a traceback mid-run."""
+    from .core.evaluate import http_env_factory, local_env_factory
+
+    try:
+        return http_env_factory(cfg, env_url) if env_url else local_env_factory(cfg)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"task_config {json.dumps(cfg.task_config)} for {cfg.task}: {e}") \
+            from None
+
+
 def _check_reachable(env_url: str) -> None:
     """The game server answers /health, or one line says why not (before any model loads)."""
     import httpx
@@ -153,12 +166,9 @@ def _train(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise UsageError(f"policy_loss: {e}") from None
 
+    make_env = _game_env(cfg, env_url)
     print(f"run directory: {out}", flush=True)
     t0 = time.time()
-    make_env = None
-    if env_url:
-        from .core.evaluate import http_env_factory
-        make_env = http_env_factory(cfg, env_url)
     from .runs.checkpoint import CheckpointError
     from .runs.rundir import RunLockedError
 
@@ -263,8 +273,14 @@ def _evaluate(args: argparse.Namespace) -> int:
             cfg = cfg.replace(eval_batch_size=args.eval_batch_size)
         except ValueError as e:
             raise UsageError(str(e)) from None
+    if args.task_config is not None:  # e.g. a shaped run's policy under the game's own reward
+        try:
+            cfg = cfg.replace(task_config=json.loads(args.task_config))
+        except ValueError as e:  # json.JSONDecodeError is one
+            raise UsageError(f"--task-config: {e}") from None
     if (args.opponent or args.games) and cfg.task != "openspiel":
         raise SystemExit(f"--opponent/--games are for OpenSpiel runs; this run's task is {cfg.task}")
+    make_env = _game_env(cfg, args.env_url)  # before the model loads: a bad setting is quick
     if args.checkpoint is not None:
         from .runs.checkpoint import CheckpointError
 
@@ -272,10 +288,6 @@ def _evaluate(args: argparse.Namespace) -> int:
             lm, tok = load_checkpoint_lm(Path(args.checkpoint), cfg, device=cfg.device)
         except CheckpointError as e:
             raise SystemExit(f"gamerl evaluate: {e}") from None
-    make_env = None
-    if args.env_url:
-        from .core.evaluate import http_env_factory
-        make_env = http_env_factory(cfg, args.env_url)
     if cfg.task == "openspiel":
         from .games.openspiel_eval import evaluate_openspiel, format_outcome_table
 
@@ -386,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--batch-size", dest="eval_batch_size", type=int, help="games played at "
                    "once (default: the run's eval_batch_size, 0: all; fewer use less memory)")
     e.add_argument("--device")
+    e.add_argument("--task-config", help="the game's settings as a JSON object, in place of "
+                   "the run's task_config (e.g. '{}': a run trained on a shaped reward, scored "
+                   "with the game's defaults; the same games and samples)")
     e.add_argument("--json", help="also write the rows to this JSON file")
     e.add_argument("--env-url", help="play through a Password Game server at this URL")
     e.set_defaults(fn=_evaluate)

@@ -29,6 +29,12 @@ def gamerl(*args, tmp_path):
     (["--env-url", "http://127.0.0.1:9"], "no game server answers at http://127.0.0.1:9"),
     (["--model", "Qwen/Qwen3-8B"], "model 'Qwen/Qwen3-8B' is not available"),
     (["--set", "policy_loss=gspo"], "policy_loss: unknown policy loss 'gspo'; registered: "),
+    # The game's own settings, read by the game before the model loads (a traceback from inside
+    # the Trainer before 2026-11-29).
+    (["--task", "wordle", "--set", 'task_config={"reward": {"typo": 1}}'],
+     "unexpected keyword argument 'typo'"),
+    (["--task", "wordle", "--set", 'task_config={"reward": {"fit_reward": -1}}'],
+     "reward.fit_reward must be >= 0"),
 ])
 def test_train_mistakes_are_one_clear_message_and_nothing_is_written(args, says, tmp_path):
     out = tmp_path / "run"
@@ -121,6 +127,9 @@ def test_evaluate_against_a_closed_port_is_one_line(tmp_path):
     (["--model", "tiny", "--checkpoint", "x"], "not both"),
     (["--checkpoint", "x", "--preset", "tiny"], "a checkpoint keeps its run's settings"),
     (["--model", "Qwen/Qwen3-8B"], "model 'Qwen/Qwen3-8B' is not available"),
+    (["--model", "tiny", "--task", "wordle", "--task-config", "{not json"], "--task-config: "),
+    (["--model", "tiny", "--task", "wordle", "--task-config", '{"max_guesses": 0}'],
+     "max_guesses must be an int in [1, 100]"),
 ])
 def test_evaluate_mistakes_are_one_line(args, says, tmp_path):
     proc, _ = gamerl("evaluate", *args, tmp_path=tmp_path)
@@ -147,3 +156,21 @@ def test_progress_is_not_a_run_setting(tmp_path):
     cfg.save(tmp_path / "config.json")
     assert "progress" not in (tmp_path / "config.json").read_text()
     assert TrainConfig.load(tmp_path / "config.json").progress  # a resumed run shows its bars
+
+
+def test_evaluate_under_another_reward_plays_the_same_games(tmp_path):
+    """--task-config: the same held-out games and samples scored under other game settings (a
+    policy trained on a shaped reward, under the game's own): every column but the reward is
+    the same."""
+    import json
+
+    rows = []
+    for i, extra in enumerate([[], ["--task-config", '{"reward": {"invalid_penalty": 0.5}}']]):
+        proc, _ = gamerl("evaluate", "--model", "tiny", "--task", "wordle", "--episodes", "3",
+                         "--json", str(tmp_path / f"rows{i}.json"), *extra, tmp_path=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        rows.append(json.loads((tmp_path / f"rows{i}.json").read_text())["policy"])
+    same = {k for k in rows[0] if "reward" not in k and "seconds" not in k}
+    assert {k: rows[0][k] for k in same} == {k: rows[1][k] for k in same}
+    assert rows[0]["invalid_rate"] > 0  # the untrained model's guesses: mostly not words
+    assert rows[1]["reward"] < rows[0]["reward"]
