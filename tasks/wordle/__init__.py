@@ -15,8 +15,8 @@ from .words import (GREEN, GREY, YELLOW, allowed_guesses, answers, pattern_code,
 __all__ = [
     "GREEN", "GREY", "GameOver", "LocalWordleEnv", "RewardConfig", "StepResult", "WordleConfig",
     "WordleEnv", "WordleGame", "WordleInstance", "YELLOW", "allowed_guesses", "answers",
-    "check_guess", "corpus_texts", "feedback", "fits_marks", "make_instance", "normalize_guess", "pattern_code",
-    "score_guess", "solve", "valid_words",
+    "check_guess", "corpus_texts", "feedback", "fits_marks", "make_instance", "normalize_guess",
+    "pattern_code", "score_guess", "solve", "valid_words",
 ]
 
 
