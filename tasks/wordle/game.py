@@ -266,7 +266,8 @@ class WordleGame:
         else:
             marks = score_guess(inst.answer, word)
             repeated = any(prev == word for prev, _ in self.scored)
-            fits = bool(self.scored) and fits_marks(word, self.scored)
+            # Only when it pays: the check scores the guess against every earlier one.
+            fits = bool(cfg.fit_reward and self.scored and fits_marks(word, self.scored))
             self.scored.append((word, marks))
             if repeated:
                 reward = 0.0 - cfg.repeat_penalty
