@@ -38,6 +38,7 @@ import logging
 import re
 import time
 from contextlib import contextmanager
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Iterator, Optional, Union
 
@@ -46,7 +47,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, create_model
 from pydantic_core import PydanticCustomError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -72,8 +73,8 @@ __all__ = [
     "SafeJSONResponse", "Seed", "Session", "SessionGone", "SessionStore", "VERSION", "Weight",
     "add_delete_session_route", "add_health_route", "add_runtime_arguments",
     "add_session_arguments", "check_session_limits", "client_key", "create_base_app",
-    "http_error", "lookup_session", "new_session", "serve", "shared_settings", "short", "strict",
-    "text_type", "using_session", "validation_errors",
+    "http_error", "lookup_session", "new_session", "request_model_of", "serve", "shared_settings",
+    "short", "strict", "text_type", "using_session", "validation_errors",
 ]
 
 
@@ -154,6 +155,26 @@ Seed = Annotated[int, Field(ge=0, le=MAX_SEED, description="instance seed, 0 .. 
                             strict=True)]
 _BOUND = 1e6
 Weight = Annotated[float, Field(ge=-_BOUND, le=_BOUND, allow_inf_nan=False)]
+
+
+def request_model_of(config: type, field_type: Any, *, name: str, module: str,
+                     types: Optional[dict[str, Any]] = None) -> type[BaseModel]:
+    """A strict request model (``strict()``) with exactly the fields and defaults of the game's
+    settings dataclass ``config``, each typed ``types[field]`` or else ``field_type``: a setting is
+    declared once, in the game, and the server takes it as the game does (a new reward term needs
+    no second list to keep in step). ``name`` and ``module`` name the class (the OpenAPI schema's
+    title, pickling)."""
+    types = types or {}
+    unknown = set(types) - {f.name for f in dataclasses.fields(config)}
+    if unknown:
+        raise TypeError(f"{config.__name__} has no field(s) {sorted(unknown)}")
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        if f.default is dataclasses.MISSING:
+            raise TypeError(f"{config.__name__}.{f.name} needs a plain default to be a "
+                            "request field")
+        fields[f.name] = (types.get(f.name, field_type), f.default)
+    return create_model(name, __config__=strict(), __module__=module, **fields)
 
 
 def text_type(max_chars: int, *, too_long: str, description: str) -> Any:

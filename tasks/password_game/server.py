@@ -64,7 +64,8 @@ from ..common.server import (VERSION, BaseServerSettings, BodySizeLimitMiddlewar
                              SessionStore, Weight, add_delete_session_route, add_health_route,
                              add_runtime_arguments, add_session_arguments, add_turn_routes,
                              check_session_limits, create_base_app, lookup_session, new_session,
-                             serve, shared_settings, strict, text_type, using_session)
+                             request_model_of, serve, shared_settings, strict, text_type,
+                             using_session)
 from ..common.server import http_error as _http  # noqa: F401
 from ..common.server import short as _short  # noqa: F401
 from ..common.server import strict as _strict  # noqa: F401
@@ -115,13 +116,12 @@ def password_type(max_chars: int) -> Any:
         description="password with inline markup (**bold**, *italic*, \\* literal)")
 
 
-class RewardModel(BaseModel):
-    model_config = _strict()
-    reward_per_rule: Weight = 1.0
-    length_penalty: Weight = 0.01
-    episode_bonus: Weight = 10.0
-    bonus_min_rules: Annotated[int, Field(ge=0, le=1000)] = 5
-    mode: Literal["absolute", "delta"] = "absolute"
+# The request's reward settings are the game's RewardConfig, field for field (its docstring says
+# what each pays).
+RewardModel = request_model_of(
+    RewardConfig, Weight, name="RewardModel", module=__name__,
+    types={"bonus_min_rules": Annotated[int, Field(ge=0, le=1000)],
+           "mode": Literal["absolute", "delta"]})
 
 
 class CreateSessionRequest(BaseModel):

@@ -59,7 +59,8 @@ from ..common.server import (ERROR_RESPONSES, NEW_SESSION_RESPONSES, BaseServerS
                              SafeJSONResponse, Seed, SessionStore, add_delete_session_route,
                              add_health_route, add_runtime_arguments, add_session_arguments,
                              add_turn_routes, create_base_app, http_error, new_session, serve,
-                             shared_settings, strict, text_type, using_session)
+                             request_model_of, shared_settings, strict, text_type,
+                             using_session)
 from .game import (RewardConfig, WordleConfig, WordleGame, check_guess, make_instance,
                    normalize_guess)
 from .words import answer_index, emoji, is_ascii_lower, pattern_code, score_guess
@@ -84,17 +85,9 @@ class WordleServerSettings(BaseServerSettings):
 NonNegative = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 
 
-class RewardModel(BaseModel):
-    model_config = strict()
-    win_reward: NonNegative = 1.0
-    turn_decay: NonNegative = 0.1
-    green_reward: NonNegative = 0.1
-    present_reward: NonNegative = 0.05
-    invalid_penalty: NonNegative = 0.1
-    repeat_penalty: NonNegative = 0.0
-    loss_penalty: NonNegative = 0.0
-    latest_green_reward: NonNegative = 0.0
-    fit_reward: NonNegative = 0.0
+# The request's reward settings are the game's RewardConfig, field for field (its docstring says
+# what each pays); a weight here may not be negative.
+RewardModel = request_model_of(RewardConfig, NonNegative, name="RewardModel", module=__name__)
 
 
 class Attempt(BaseModel):
