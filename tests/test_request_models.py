@@ -15,9 +15,18 @@ from tasks.wordle.game import RewardConfig as WordleReward
 from tasks.wordle.server import RewardModel as WordleRewardModel
 
 
-@pytest.mark.parametrize("model, config", [(WordleRewardModel, WordleReward),
-                                           (PasswordRewardModel, PasswordReward)])
-def test_server_reward_fields_are_the_games(model, config):
+def _openspiel():
+    pytest.importorskip("pyspiel")  # the OpenSpiel server needs open_spiel (the openspiel extra)
+    from tasks.openspiel.game import RewardConfig
+    from tasks.openspiel.server import RewardModel
+    return RewardModel, RewardConfig
+
+
+@pytest.mark.parametrize("pair", [lambda: (WordleRewardModel, WordleReward),
+                                  lambda: (PasswordRewardModel, PasswordReward), _openspiel],
+                         ids=["wordle", "password_game", "openspiel"])
+def test_server_reward_fields_are_the_games(pair):
+    model, config = pair()
     assert model.__name__ == "RewardModel"
     assert {f.name: f.default for f in dataclasses.fields(config)} == {
         name: info.default for name, info in model.model_fields.items()}

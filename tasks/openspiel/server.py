@@ -51,7 +51,8 @@ from ..common.server import (ERROR_RESPONSES, NEW_SESSION_RESPONSES, BaseServerS
                              SafeJSONResponse, Seed, SessionStore, Weight,
                              add_delete_session_route, add_health_route, add_runtime_arguments,
                              add_session_arguments, add_turn_routes, create_base_app, new_session,
-                             serve, shared_settings, strict, text_type, using_session)
+                             request_model_of, serve, shared_settings, strict, text_type,
+                             using_session)
 from .game import OpenSpielGame, RewardConfig
 from .games import GAMES, list_games
 
@@ -90,11 +91,12 @@ class ServerSettings(BaseServerSettings):
 Seat = Union[Annotated[int, Field(ge=0, le=1, strict=True)], Literal["random"]]
 
 
-class RewardModel(BaseModel):
-    model_config = strict()
-    scale: Optional[Weight] = Field(None, description="null: the game's reward_scale")
-    illegal_move_penalty: Weight = 0.0
-    legal_move_bonus: Weight = 0.0
+# The request's reward settings are the game's RewardConfig, field for field (its docstring says
+# what each pays).
+RewardModel = request_model_of(
+    RewardConfig, Weight, name="RewardModel", module=__name__,
+    types={"scale": Annotated[Optional[Weight],
+                              Field(description="null: the game's reward_scale")]})
 
 
 class GameRow(BaseModel):
