@@ -33,12 +33,12 @@ What the scaffolding guarantees (every game's server documents the details for i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import re
 import time
 from contextlib import contextmanager
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Iterator, Optional, Union
 
