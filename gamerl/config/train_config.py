@@ -276,11 +276,19 @@ class RFTSettings:
     ``warmstart_rft_episodes`` training games with the run's sampling settings, keeps the
     ``warmstart_rft_keep`` fraction with the highest return and trains ``warmstart_rft_steps``
     more steps (``warmstart_batch_size``, ``warmstart_lr``) on them alone: answers it can
-    already sample and that paid, the distribution PPO then re-weights. 0 rounds: off."""
+    already sample and that paid, the distribution PPO then re-weights. 0 rounds: off.
+
+    ``warmstart_rft_labels="expert"`` makes the rounds DAgger's instead (Ross, Gordon and
+    Bagnell 2011; warmstart.py::expert_relabeled): every state the model reached in its games
+    (after its first turn) is answered by the game's expert, loss on the expert's answer only,
+    and each round's steps draw from every round's labels so far (DAgger's aggregate;
+    ``warmstart_rft_keep`` does not apply). The demonstrations show the expert on its own
+    boards; these show it on the model's, after the model's own mistakes."""
     warmstart_rft_rounds: int = 0
     warmstart_rft_episodes: int = 128
     warmstart_rft_keep: float = 0.25
     warmstart_rft_steps: int = 16
+    warmstart_rft_labels: Literal["own", "expert"] = "own"
 
 
 @dataclass
@@ -437,6 +445,14 @@ class TrainConfig:
         need(0 < self.warmstart_rft_keep <= 1, "warmstart_rft_keep in (0, 1]: the fraction of "
              "each round's games kept")
         need(self.warmstart_rft_steps >= 1, "warmstart_rft_steps >= 1")
+        need(self.warmstart_rft_labels in ("own", "expert"), "warmstart_rft_labels: 'own' (RFT: "
+             "the model's best games) or 'expert' (DAgger: the expert answers the model's states)")
+        if self.warmstart_rft_labels == "expert":
+            from ..games.registry import get_task
+
+            need(get_task(self.task).expert_demo is not None,
+                 f"warmstart_rft_labels='expert': task {self.task!r} has no expert to label the "
+                 "model's games (task='password_game' and 'wordle' have); use 'own'")
         if self.advantage_estimator == "grpo":
             need(self.group_size >= 2 and self.episodes_per_epoch % self.group_size == 0,
                  "grpo needs group_size >= 2 dividing episodes_per_epoch")

@@ -74,12 +74,14 @@ def eval_instances(cfg, n: Optional[int] = None, overrides: Optional[dict] = Non
 
 def evaluate(lm, tokenizer, seeds: Sequence[Any], cfg, *, greedy: bool = False,
              make_env: Optional[Callable[..., Any]] = None, sample_seed: int = 1234,
-             return_episodes: bool = False, progress: Optional[str] = None):
+             return_episodes: bool = False, progress: Optional[str] = None,
+             before_turn: Optional[Callable[[list[Episode]], None]] = None):
     """Play one episode per held-out instance (``seeds``) with the LM (``PolicyWithValue.lm`` or
     any causal LM); ``progress``: a tqdm bar with this description, one step per turn.
     ``cfg.eval_batch_size`` games play at once (0: all), the next ones when they end: the KV
     caches of the games in play are the evaluation's memory. The sampling RNG runs on from one
-    batch to the next, so a batch size gives its own (deterministic) samples."""
+    batch to the next, so a batch size gives its own (deterministic) samples. ``before_turn``:
+    see ``rollout``."""
     make_env = make_env or local_env_factory(cfg)
     rcfg = RolloutConfig.from_train_config(cfg, greedy=greedy)
     rcfg.record_logprobs = False  # evaluation needs no log-probs (and saves B x V per step)
@@ -91,7 +93,7 @@ def evaluate(lm, tokenizer, seeds: Sequence[Any], cfg, *, greedy: bool = False,
         policy = LMPolicy(lm, tokenizer, rcfg)
         for start in range(0, len(seeds), batch):
             episodes += rollout(policy, tokenizer, seeds[start:start + batch], make_env, rcfg,
-                                progress=progress)
+                                progress=progress, before_turn=before_turn)
     metrics = episode_metrics(episodes, cfg)
     return (metrics, episodes) if return_episodes else metrics
 

@@ -411,7 +411,8 @@ class ScriptedPolicy:
 
 
 def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[Any], make_env: Callable[..., Any],
-            cfg: RolloutConfig, progress: Optional[str] = None) -> list[Episode]:
+            cfg: RolloutConfig, progress: Optional[str] = None,
+            before_turn: Optional[Callable[[list[Episode]], None]] = None) -> list[Episode]:
     """Play one episode per instance (``seeds``: ints, or the task's instance dicts), all of
     them in lockstep (one policy call per turn).
 
@@ -440,6 +441,8 @@ def rollout(policy: TurnPolicy, tokenizer, seeds: Sequence[Any], make_env: Calla
             bar.set_postfix(playing=f"{len(live)}/{len(seeds)}")
             # ALGO LOGIC: one batched policy call answers the turn of every live episode
             episodes = [games.episodes[i] for i in live]
+            if before_turn is not None:
+                before_turn(episodes)
             answers = policy([ep.token_ids for ep in episodes], episodes)
             for i, answer in zip(live, answers):
                 # ALGO LOGIC: the answer's tokens (mask 1), its reward, the feedback (mask 0)

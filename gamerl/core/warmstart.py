@@ -24,7 +24,10 @@ before PPO the model imitates demonstrations (``cfg.warmstart_demos``):
   ``warmstart_rft_keep`` fraction with the highest return is kept, and it trains
   ``warmstart_rft_steps`` more steps on those episodes alone (``rejection_sampled``). The
   demonstrations teach what the expert does; these teach what the model itself can already
-  sample and that paid, which is the distribution PPO then re-weights.
+  sample and that paid, which is the distribution PPO then re-weights. With
+  ``warmstart_rft_labels="expert"`` the rounds are DAgger's (``expert_relabeled``): the game's
+  expert answers every state the model reached in its games, and the steps draw from every
+  round's labels so far: the expert's skill on the model's own boards, after its mistakes.
 
 The result is cached in ``<run_dir>/warmstart`` with a marker of the settings that made it; a
 resumed run with the same settings loads it instead of training again. While it trains, the warm
@@ -149,6 +152,58 @@ def rejection_sampled(lm, tokenizer, cfg, round_index: int
              "kept_reward_mean": sum(returns) / len(returns) if returns else None,
              "seconds": time.time() - t0}
     return [(ep.token_ids, ep.policy_mask) for ep in kept], stats
+
+
+def expert_relabeled(lm, tokenizer, cfg, round_index: int
+                     ) -> tuple[list[tuple[list[int], list[int]]], dict[str, Any]]:
+    """One round of DAgger (Ross, Gordon and Bagnell 2011): the expert's answers on the states
+    the model reaches itself, as (token_ids, mask).
+
+    The demonstrations show the expert on its own boards; the model plays from boards of its own
+    making (a repeated, invalid or unfitting guess; a password that broke another rule), which
+    no demonstration shows, so its errors compound. Here ``lm`` plays ``warmstart_rft_episodes``
+    training games (drawn like ``rejection_sampled``'s, another draw each round) with the run's
+    sampling settings, against the real game; before each of its turns after the first, the
+    game's expert (``Task.expert_demo``, its shown mistakes off) answers the same state. Each
+    such state is one example: the model's context up to that turn (mask 0), then the expert's
+    answer closed with <|im_end|> (mask 1), tokenized as a ``ScriptedPolicy`` answer is. The
+    first turn's state is the game's opening, the same as the demonstrations', so it is left
+    to them.
+
+    Returns (labeled, stats): stats holds the round's sample (its ``episode_metrics``: what the
+    model scored while it played), the number of labeled states and the seconds."""
+    from .epoch import scalars
+    from .evaluate import evaluate
+    from ..games.base import ShownMistake
+    from ..games.registry import get_task
+    from ..models import IM_END
+    from .rollout import encode
+
+    t0 = time.time()
+    task = get_task(cfg.task)
+    rng = random.Random(f"dagger-{cfg.seed}-{round_index}")  # a draw of its own
+    seeds = cfg.train_seeds()
+    games = task.train_instances(
+        cfg, [seeds[rng.randrange(len(seeds))] for _ in range(cfg.warmstart_rft_episodes)], None)
+    expert = task.expert_demo(cfg.replace(warmstart_shown_mistakes=0.0), rng)
+    im_end = tokenizer.convert_tokens_to_ids(IM_END)
+    labeled: list[tuple[list[int], list[int]]] = []
+
+    def label(episodes) -> None:  # ALGO LOGIC: the expert's answer to the model's own state
+        for ep in episodes:
+            if not ep.turns:
+                continue
+            text = expert(ep)
+            assert not isinstance(text, ShownMistake)  # shown mistakes are off above
+            answer = encode(tokenizer, text) + [im_end]
+            labeled.append((list(ep.token_ids) + answer,
+                            [0] * len(ep.token_ids) + [1] * len(answer)))
+
+    metrics = evaluate(lm, tokenizer, games, cfg, sample_seed=cfg.seed * 1000 + 555 + round_index,
+                       before_turn=label)
+    stats = {"round": round_index + 1, **scalars(metrics), "labeled": len(labeled),
+             "seconds": time.time() - t0}
+    return labeled, stats
 
 
 # The frozen bottom's output of every demonstration is kept (``frozen_bottoms``) when it takes at
@@ -297,6 +352,8 @@ def _marker(cfg) -> dict[str, Any]:
         keys += ("warmstart_shown_mistakes",)
     if cfg.warmstart_rft_rounds:  # only then: a warm start made without RFT stays valid
         keys += RFT_KEYS
+        if cfg.warmstart_rft_labels != "own":  # only then: RFT warm starts stay valid
+            keys += ("warmstart_rft_labels",)
     if cfg.warmstart_kl_coef:  # only then: warm starts made before it stay valid
         keys += ("warmstart_kl_coef",)
     # The layers the warm start trained, under the key it always had: a warm start on every
@@ -354,8 +411,19 @@ def _load_progress(path: Path, cfg, lm, optimizer, rng: random.Random
 
 
 def _play_round(lm, tokenizer, cfg, r: int) -> dict[str, Any]:
-    """Round ``r``'s games (``rejection_sampled``) as the progress checkpoint keeps them:
+    """Round ``r``'s games (``rejection_sampled``, or ``expert_relabeled`` with
+    ``warmstart_rft_labels="expert"``) as the progress checkpoint keeps them:
     {"stats", "episodes": [[token_ids, mask], ...]}."""
+    if cfg.warmstart_rft_labels == "expert":
+        labeled, stats = expert_relabeled(lm, tokenizer, cfg, r)
+        if not labeled:
+            raise RuntimeError(f"warm start: DAgger round {r + 1} has no state to label (every "
+                               "game ended at its first turn)")
+        log.info("warm start: DAgger round %d: %d of the model's states labeled by the expert "
+                 "(its %d games: reward %.2f, success %.1f%%) in %.0fs", r + 1, len(labeled),
+                 stats["episodes"], stats["reward"], 100 * stats["success_rate"],
+                 stats["seconds"])
+        return {"stats": stats, "episodes": [[ids, mask] for ids, mask in labeled]}
     kept, stats = rejection_sampled(lm, tokenizer, cfg, r)
     if not kept:
         raise RuntimeError(f"warm start: rejection-sampling round {r + 1} kept no episode "
@@ -445,14 +513,18 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
              else (step - cfg.warmstart_steps) // cfg.warmstart_rft_steps)
         if r == len(rounds):
             rounds.append(_play_round(lm, tokenizer, cfg, r))
-            bar.set_description(f"warm start (RFT round {r + 1})")
+            kind = "DAgger" if cfg.warmstart_rft_labels == "expert" else "RFT"
+            bar.set_description(f"warm start ({kind} round {r + 1})")
             t_save = time.time()  # minutes of play: saved now, whatever the clock says
             _save_progress(progress_dir, cfg, lm, optimizer, rng, losses,
                            seconds_before + t_save - t0, rounds, kls)
             saved_at, save_cost = time.time(), time.time() - t_save
         if pool_round != r:  # the pool changes: demonstrations, then each round's
             pool_round = r
-            pool = examples if r < 0 else [(ids, mask) for ids, mask in rounds[r]["episodes"]]
+            # RFT trains on the round's kept games alone; DAgger on every round's labels so far
+            since = 0 if cfg.warmstart_rft_labels == "expert" else r
+            pool = examples if r < 0 else [(ids, mask) for rnd in rounds[since:r + 1]
+                                           for ids, mask in rnd["episodes"]]
             bottoms = frozen_bottoms(lm, split, pool, pad_id) if split else None
         # indices: rng.sample draws the same positions from range(n) as from the list itself
         picks = rng.sample(range(len(pool)), min(cfg.warmstart_batch_size, len(pool)))
@@ -515,8 +587,9 @@ def _save_result(lm, tokenizer, cfg, stats: dict[str, Any], out_dir: Path,
         log.info("warm start: KL to the model as it came %.3f -> %.3f (coefficient %g)",
                  stats["kl_first"], stats["kl_last"], cfg.warmstart_kl_coef)
     for rnd in stats.get("rft", []):
-        log.info("warm start: RFT round %d: loss %.3f -> %.3f", rnd["round"], rnd["loss_first"],
-                 rnd["loss_last"])
+        log.info("warm start: %s round %d: loss %.3f -> %.3f",
+                 "DAgger" if cfg.warmstart_rft_labels == "expert" else "RFT", rnd["round"],
+                 rnd["loss_first"], rnd["loss_last"])
 
 
 def cached_warm_start(cfg, out_dir: str | Path) -> Optional[dict[str, Any]]:
@@ -530,5 +603,5 @@ def cached_warm_start(cfg, out_dir: str | Path) -> Optional[dict[str, Any]]:
 
 
 __all__ = ["PROGRESS_DIR", "answer_logits", "cached_warm_start", "demonstrations", "exact_kl",
-           "frozen_bottoms", "rejection_sampled", "sft_kl_loss", "sft_loss", "warm_start",
-           "warm_start_layers"]
+           "expert_relabeled", "frozen_bottoms", "rejection_sampled", "sft_kl_loss", "sft_loss",
+           "warm_start", "warm_start_layers"]

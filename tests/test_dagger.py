@@ -1,0 +1,143 @@
+"""DAgger rounds in the warm start (``warmstart_rft_labels="expert"``,
+gamerl.core.warmstart.expert_relabeled): the game's expert answers every state the model
+reached in its own games after its first turn, loss on the expert's answer only, and each
+round's steps draw from every round's labels so far. Every test runs the embedded tiny model (or
+a scripted player in its place) for a few seconds."""
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import json
+import random
+
+import pytest
+import torch
+
+import gamerl.core.evaluate as evaluate_module
+import gamerl.core.warmstart as ws
+from gamerl.config import get_config
+from gamerl.core.rollout import ScriptedPolicy
+from gamerl.models import load_policy
+
+
+def dagger_cfg(tiny_dir, **kw):
+    base = dict(model=str(tiny_dir), warmstart=True, warmstart_steps=2, warmstart_examples=8,
+                warmstart_batch_size=2, warmstart_checkpoint_seconds=0,
+                warmstart_rft_rounds=1, warmstart_rft_episodes=8, warmstart_rft_steps=2,
+                warmstart_rft_labels="expert", wandb_mode="disabled", progress=False,
+                device="cpu")
+    return get_config("tiny", **{**base, **kw})
+
+
+def test_every_state_after_the_first_turn_gets_the_experts_answer(tiny_dir, monkeypatch):
+    """Wordle, the model replaced by a player of random answer words (so its boards carry marks):
+    one example per state it reached after its first guess, the context exactly its own up to
+    that turn, the loss on the expert's guess alone, and that guess is the expert's for that
+    board: an opener while they last, else a word that fits every mark so far."""
+    from tasks.wordle import answers, fits_marks, score_guess
+    from tasks.wordle.solver import EXPERT_OPENERS
+
+    words = answers()
+    played = []
+    real_rollout = evaluate_module.rollout
+
+    def random_words(lm, tok, rcfg):  # in place of the LM: answers from its own draw
+        rng = random.Random(7)
+        return ScriptedPolicy(tok, lambda ep: rng.choice(words))
+
+    def recording(*a, **k):
+        episodes = real_rollout(*a, **k)
+        played.extend(episodes)
+        return episodes
+
+    monkeypatch.setattr(evaluate_module, "LMPolicy", random_words)
+    monkeypatch.setattr(evaluate_module, "rollout", recording)
+    cfg = dagger_cfg(tiny_dir, task="wordle", warmstart_demos="expert", feedback="latest",
+                     warmstart_rft_episodes=12)
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    labeled, stats = ws.expert_relabeled(lm, tok, cfg, 0)
+    assert len(played) == 12 and stats["episodes"] == 12
+    assert len(labeled) == stats["labeled"] == sum(len(ep.turns) - 1 for ep in played)
+    im_end = tok.convert_tokens_to_ids("<|im_end|>")
+    # each model state, in play order: (its context, the model's valid guesses and their marks)
+    states = {}
+    for ep in played:
+        history = []
+        for i, turn in enumerate(ep.turns):
+            if i:
+                first = turn.last_token - turn.n_tokens + 1
+                states.setdefault(tuple(ep.token_ids[:first]), list(history))
+            history.append((turn.action, score_guess(ep.instance["answer"], turn.action)))
+    openers = 0
+    for ids, mask in labeled:
+        n = sum(mask)
+        assert mask == [0] * (len(ids) - n) + [1] * n  # the loss on the expert's answer alone
+        context, answer = ids[:-n], ids[-n:]
+        assert tuple(context) in states  # a state the model reached itself
+        assert answer[-1] == im_end
+        guess = tok.decode(answer[:-1])
+        history = states[tuple(context)]
+        if len(history) < len(EXPERT_OPENERS) and guess == EXPERT_OPENERS[len(history)]:
+            openers += 1
+        else:
+            assert fits_marks(guess, history), (guess, history)
+    assert openers == 12  # CLINT after each game's first (random) guess
+    assert len(labeled) > 2 * openers  # and the later boards, most of the labels
+
+
+def test_the_dagger_steps_draw_from_every_rounds_labels(tiny_dir, tmp_path, monkeypatch):
+    """Round 1's steps train on its labels; round 2's on round 1's and round 2's together
+    (DAgger's aggregate; RFT's rounds train on their own games alone)."""
+    seen = []
+    real = ws.sft_loss
+
+    def recording(lm, batch, *a, **k):
+        seen.append({ids[1] for ids, _ in batch})  # each fake label is named by its 2nd token
+        return real(lm, batch, *a, **k)
+
+    def fake_round(lm, tok, cfg, r):  # 3 labels a round, named 10+r*5+k
+        return ([([1, 10 + r * 5 + k, 2, 3], [0, 0, 1, 1]) for k in range(3)],
+                {"round": r + 1, "episodes": 8, "reward": 0.0, "success_rate": 0.0,
+                 "labeled": 3, "seconds": 0.0})
+
+    monkeypatch.setattr(ws, "sft_loss", recording)
+    monkeypatch.setattr(ws, "expert_relabeled", fake_round)
+    cfg = dagger_cfg(tiny_dir, warmstart_rft_rounds=2, warmstart_batch_size=8)
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    stats = ws.warm_start(lm, tok, cfg, tmp_path / "run" / "warmstart")
+    assert stats["steps"] == 2 + 2 * 2 and len(seen) == 6
+    assert seen[2] == seen[3] == {10, 11, 12}  # round 1: its own 3 labels (batch of 8 > 3)
+    assert seen[4] == seen[5] == {10, 11, 12, 15, 16, 17}  # round 2: both rounds' labels
+    assert [r["labeled"] for r in stats["rft"]] == [3, 3]
+    marker = json.loads((tmp_path / "run" / "warmstart" / ws.MARKER).read_text())
+    assert marker["settings"]["warmstart_rft_labels"] == "expert"
+
+
+def test_a_dagger_warm_start_runs_end_to_end_on_the_password_game(tiny_dir, tmp_path):
+    torch.manual_seed(0)
+    cfg = dagger_cfg(tiny_dir, num_rules=4, max_steps=3, max_new_tokens=12,
+                     warmstart_demos="expert")
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    stats = ws.warm_start(lm, tok, cfg, tmp_path / "run" / "warmstart")
+    (round_stats,) = stats["rft"]
+    assert round_stats["labeled"] > 0 and stats["steps"] == 4
+    assert {"loss_first", "loss_last", "reward", "success_rate"} <= set(round_stats)
+    assert ws.cached_warm_start(cfg, tmp_path / "run" / "warmstart") == json.loads(
+        json.dumps(stats))
+
+
+def test_the_labels_setting_enters_the_marker_only_when_it_is_the_experts(tiny_dir):
+    # warm starts made with RFT before the setting existed must still be found
+    assert "warmstart_rft_labels" not in ws._marker(
+        dagger_cfg(tiny_dir, warmstart_rft_labels="own"))
+    assert "warmstart_rft_labels" in ws._marker(dagger_cfg(tiny_dir))
+
+
+@pytest.mark.parametrize("bad, words", [
+    (dict(warmstart_rft_labels="teacher"), "'own'"),
+    (dict(task="openspiel", warmstart_demos="format"), "no expert to label"),
+])
+def test_bad_dagger_settings_are_refused_with_a_reason(tiny_dir, bad, words):
+    with pytest.raises(ValueError, match=words):
+        dagger_cfg(tiny_dir, **bad)
