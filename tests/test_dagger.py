@@ -58,7 +58,8 @@ def test_every_state_after_the_first_turn_gets_the_experts_answer(tiny_dir, monk
     lm, tok = load_policy(str(tiny_dir), device="cpu")
     labeled, stats = ws.expert_relabeled(lm, tok, cfg, 0)
     assert len(played) == 12 and stats["episodes"] == 12
-    assert len(labeled) == stats["labeled"] == sum(len(ep.turns) - 1 for ep in played)
+    assert len(labeled) + stats["agreed"] == sum(len(ep.turns) - 1 for ep in played)
+    assert stats["labeled"] == len(labeled)
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
     # each model state, in play order: (its context, the model's valid guesses and their marks)
     states = {}
@@ -82,8 +83,33 @@ def test_every_state_after_the_first_turn_gets_the_experts_answer(tiny_dir, monk
             openers += 1
         else:
             assert fits_marks(guess, history), (guess, history)
-    assert openers == 12  # CLINT after each game's first (random) guess
+    assert openers == 12  # CLINT after each game's first (random) guess, never the player's
     assert len(labeled) > 2 * openers  # and the later boards, most of the labels
+
+
+def test_a_state_where_the_model_moved_as_the_expert_is_left_out(tiny_dir, monkeypatch):
+    """The player opens SOARE, CLINT as the expert does, then random answer words: the state
+    after SOARE (the expert's CLINT, a fifth of all labels otherwise) gets no label, the others
+    do."""
+    from tasks.wordle import answers
+
+    words = answers()
+
+    def openers_then_random(lm, tok, rcfg):
+        rng = random.Random(3)
+        return ScriptedPolicy(tok, lambda ep: ("soare", "clint")[len(ep.turns)]
+                              if len(ep.turns) < 2 else rng.choice(words))
+
+    monkeypatch.setattr(evaluate_module, "LMPolicy", openers_then_random)
+    cfg = dagger_cfg(tiny_dir, task="wordle", warmstart_demos="expert", feedback="latest",
+                     warmstart_rft_episodes=12)
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    labeled, stats = ws.expert_relabeled(lm, tok, cfg, 0)
+    answers_taught = [tok.decode([t for t, m in zip(ids, mask) if m][:-1]) for ids, mask in labeled]
+    assert "clint" not in answers_taught and len(labeled) >= 12  # the later boards' labels
+    # the 12 states after SOARE, but where at most two answers remained (the expert skips its
+    # opener then)
+    assert stats["agreed"] >= 10 and stats["labeled"] == len(labeled)
 
 
 def test_the_dagger_steps_draw_from_every_rounds_labels(tiny_dir, tmp_path, monkeypatch):
@@ -99,7 +125,7 @@ def test_the_dagger_steps_draw_from_every_rounds_labels(tiny_dir, tmp_path, monk
     def fake_round(lm, tok, cfg, r):  # 3 labels a round, named 10+r*5+k
         return ([([1, 10 + r * 5 + k, 2, 3], [0, 0, 1, 1]) for k in range(3)],
                 {"round": r + 1, "episodes": 8, "reward": 0.0, "success_rate": 0.0,
-                 "labeled": 3, "seconds": 0.0})
+                 "labeled": 3, "agreed": 0, "seconds": 0.0})
 
     monkeypatch.setattr(ws, "sft_loss", recording)
     monkeypatch.setattr(ws, "expert_relabeled", fake_round)

@@ -168,10 +168,14 @@ def expert_relabeled(lm, tokenizer, cfg, round_index: int
     such state is one example: the model's context up to that turn (mask 0), then the expert's
     answer closed with <|im_end|> (mask 1), tokenized as a ``ScriptedPolicy`` answer is. The
     first turn's state is the game's opening, the same as the demonstrations', so it is left
-    to them.
+    to them; so is a state where the model's move was the expert's (``Task.extract`` of both
+    equal): nothing to correct there, and such labels (Wordle's second opener, the same word
+    in every game, a fifth of all labels) taught the model to say that word again after it
+    (measured, docs/benchmarks.md).
 
     Returns (labeled, stats): stats holds the round's sample (its ``episode_metrics``: what the
-    model scored while it played), the number of labeled states and the seconds."""
+    model scored while it played), the number of labeled states, of states left out because
+    the model's move was the expert's (``agreed``), and the seconds."""
     from .epoch import scalars
     from .evaluate import evaluate
     from ..games.base import ShownMistake
@@ -187,22 +191,25 @@ def expert_relabeled(lm, tokenizer, cfg, round_index: int
         cfg, [seeds[rng.randrange(len(seeds))] for _ in range(cfg.warmstart_rft_episodes)], None)
     expert = task.expert_demo(cfg.replace(warmstart_shown_mistakes=0.0), rng)
     im_end = tokenizer.convert_tokens_to_ids(IM_END)
-    labeled: list[tuple[list[int], list[int]]] = []
+    states: list[tuple[Any, int, list[int], str]] = []  # (episode, turn, context, expert's text)
 
     def label(episodes) -> None:  # ALGO LOGIC: the expert's answer to the model's own state
         for ep in episodes:
-            if not ep.turns:
-                continue
-            text = expert(ep)
-            assert not isinstance(text, ShownMistake)  # shown mistakes are off above
-            answer = encode(tokenizer, text) + [im_end]
-            labeled.append((list(ep.token_ids) + answer,
-                            [0] * len(ep.token_ids) + [1] * len(answer)))
+            if ep.turns:
+                text = expert(ep)
+                assert not isinstance(text, ShownMistake)  # shown mistakes are off above
+                states.append((ep, len(ep.turns), list(ep.token_ids), text))
 
-    metrics = evaluate(lm, tokenizer, games, cfg, sample_seed=cfg.seed * 1000 + 555 + round_index,
-                       before_turn=label)
+    metrics, _ = evaluate(lm, tokenizer, games, cfg, return_episodes=True, before_turn=label,
+                          sample_seed=cfg.seed * 1000 + 555 + round_index)
+    labeled: list[tuple[list[int], list[int]]] = []
+    for ep, turn, context, text in states:
+        if turn < len(ep.turns) and ep.turns[turn].action == task.extract(text):
+            continue  # ALGO LOGIC: the model moved as the expert would: nothing to correct
+        answer = encode(tokenizer, text) + [im_end]
+        labeled.append((context + answer, [0] * len(context) + [1] * len(answer)))
     stats = {"round": round_index + 1, **scalars(metrics), "labeled": len(labeled),
-             "seconds": time.time() - t0}
+             "agreed": len(states) - len(labeled), "seconds": time.time() - t0}
     return labeled, stats
 
 
@@ -419,10 +426,10 @@ def _play_round(lm, tokenizer, cfg, r: int) -> dict[str, Any]:
         if not labeled:
             raise RuntimeError(f"warm start: DAgger round {r + 1} has no state to label (every "
                                "game ended at its first turn)")
-        log.info("warm start: DAgger round %d: %d of the model's states labeled by the expert "
-                 "(its %d games: reward %.2f, success %.1f%%) in %.0fs", r + 1, len(labeled),
-                 stats["episodes"], stats["reward"], 100 * stats["success_rate"],
-                 stats["seconds"])
+        log.info("warm start: DAgger round %d: %d of the model's states labeled by the expert, "
+                 "%d where it moved as the expert left out (its %d games: reward %.2f, success "
+                 "%.1f%%) in %.0fs", r + 1, len(labeled), stats["agreed"], stats["episodes"],
+                 stats["reward"], 100 * stats["success_rate"], stats["seconds"])
         return {"stats": stats, "episodes": [[ids, mask] for ids, mask in labeled]}
     kept, stats = rejection_sampled(lm, tokenizer, cfg, r)
     if not kept:
@@ -460,14 +467,16 @@ def _sft_step(lm, optimizer, params, batch, pad_id: int, split, bottoms,
 def _warm_start_stats(cfg, losses: list[float], rounds: list[dict[str, Any]], seconds: float,
                       kls: list[float]) -> dict[str, Any]:
     """What ``warm_start`` returns: the demonstration steps' first and last losses (means of up
-    to 10; the cross-entropy alone), the seconds and steps, each RFT round's stats with its own
-    steps' losses, and with ``warmstart_kl_coef`` the demonstration steps' first and last KL to
-    the model as it came (``kl_first``, ``kl_last``)."""
+    to 10; the cross-entropy alone; none without demonstration steps), the seconds and steps,
+    each round's stats with its own steps' losses, and with ``warmstart_kl_coef`` the
+    demonstration steps' first and last KL to the model as it came (``kl_first``,
+    ``kl_last``)."""
     def ends(values: list[float], name: str = "loss") -> dict[str, float]:
         k = max(1, min(10, len(values)))
         return {f"{name}_first": sum(values[:k]) / k, f"{name}_last": sum(values[-k:]) / k}
 
-    stats = {**ends(losses[:cfg.warmstart_steps]), "seconds": seconds, "steps": len(losses)}
+    stats = {**(ends(losses[:cfg.warmstart_steps]) if cfg.warmstart_steps else {}),
+             "seconds": seconds, "steps": len(losses)}
     if kls:
         stats.update(ends(kls[:cfg.warmstart_steps], "kl"))
     if rounds:
@@ -581,8 +590,12 @@ def _save_result(lm, tokenizer, cfg, stats: dict[str, Any], out_dir: Path,
 
     atomic_write_dir(out_dir, write)
     shutil.rmtree(progress_dir, ignore_errors=True)  # done: the result is in out_dir
-    log.info("warm start: %d steps in %.1fs, loss %.3f -> %.3f", stats["steps"], stats["seconds"],
-             stats["loss_first"], stats["loss_last"])
+    if cfg.warmstart_steps:
+        log.info("warm start: %d steps in %.1fs, loss %.3f -> %.3f", stats["steps"],
+                 stats["seconds"], stats["loss_first"], stats["loss_last"])
+    else:  # only rounds (a model warm-started before, given as ``model``)
+        log.info("warm start: no demonstration steps; %d steps in %.1fs", stats["steps"],
+                 stats["seconds"])
     if "kl_first" in stats:
         log.info("warm start: KL to the model as it came %.3f -> %.3f (coefficient %g)",
                  stats["kl_first"], stats["kl_last"], cfg.warmstart_kl_coef)
