@@ -137,3 +137,23 @@ def test_a_killed_warm_start_with_the_kl_term_resumes_to_the_same_weights(tiny_d
 def test_a_negative_kl_coefficient_is_refused():
     with pytest.raises(ValueError, match="warmstart_kl_coef"):
         get_config("tiny", warmstart_kl_coef=-0.1)
+
+
+def test_rounds_alone_report_no_demonstration_loss_or_kl(tiny_dir):
+    """With ``warmstart_steps=0`` (rounds alone, from a saved warm start) and the KL term on,
+    the stats had ``kl_first`` = ``kl_last`` = 0.0, a mean of no steps: now they have neither,
+    and the rounds keep their own losses."""
+    import gamerl.core.warmstart as ws
+
+    cfg = _cfg(tiny_dir, warmstart_steps=0, warmstart_kl_coef=0.5, warmstart_rft_rounds=1,
+               warmstart_rft_steps=2)
+    rounds = [{"stats": {"round": 1}, "episodes": []}]
+    stats = ws._warm_start_stats(cfg, [1.0, 3.0], rounds, 5.0, [0.25, 0.75])
+    assert not {"loss_first", "loss_last", "kl_first", "kl_last"} & set(stats)
+    assert stats["steps"] == 2 and stats["rft"] == [
+        {"round": 1, "loss_first": 2.0, "loss_last": 2.0}]
+    # with demonstration steps, their ends (the means of up to 10 steps) as before
+    cfg = _cfg(tiny_dir, warmstart_steps=2, warmstart_kl_coef=0.5)
+    stats = ws._warm_start_stats(cfg, [1.0, 3.0], [], 5.0, [0.25, 0.75])
+    assert (stats["loss_first"], stats["loss_last"], stats["kl_first"], stats["kl_last"]) == (
+        2.0, 2.0, 0.5, 0.5)

@@ -64,6 +64,21 @@ MARKER = "warmstart.json"
 PROGRESS_DIR = "warmstart_progress"  # beside the warm start's own directory
 PROGRESS_FILE = "progress.json"
 WEIGHTS_FILE = "model.safetensors"
+def _draw_training_games(cfg, rng: random.Random, n: int) -> list:
+    """``n`` training instances of ``cfg``'s game, each from a training seed drawn with ``rng``
+    (with replacement: the same seed can come twice)."""
+    from ..games.registry import get_task
+
+    seeds = cfg.train_seeds()
+    return get_task(cfg.task).train_instances(
+        cfg, [seeds[rng.randrange(len(seeds))] for _ in range(n)], None)
+
+
+def _round_name(cfg) -> str:
+    """How the log and progress bar name a warm start's rounds."""
+    return "DAgger" if cfg.warmstart_rft_labels == "expert" else "RFT"
+
+
 def demonstrations(cfg, tokenizer, seed: int) -> list[tuple[list[int], list[int]]]:
     """``warmstart_examples`` demonstration episodes on training instances, as (token_ids, mask).
 
@@ -86,9 +101,7 @@ def demonstrations(cfg, tokenizer, seed: int) -> list[tuple[list[int], list[int]
 
     task = get_task(cfg.task)
     rng = random.Random(seed)
-    seeds = cfg.train_seeds()
-    games = task.train_instances(
-        cfg, [seeds[rng.randrange(len(seeds))] for _ in range(cfg.warmstart_examples)], None)
+    games = _draw_training_games(cfg, rng, cfg.warmstart_examples)
     make_demo = task.expert_demo if cfg.warmstart_demos == "expert" else task.demo
     answer = make_demo(cfg, rng)
     mistakes: set[tuple[int, int]] = set()  # (id of the episode, index of its turn)
@@ -128,13 +141,10 @@ def rejection_sampled(lm, tokenizer, cfg, round_index: int
     and mean, so a run's summary says what the filter chose from."""
     from .epoch import scalars
     from .evaluate import evaluate
-    from ..games.registry import get_task
 
     t0 = time.time()
     rng = random.Random(f"rft-{cfg.seed}-{round_index}")  # a draw of its own, not the SFT's
-    seeds = cfg.train_seeds()
-    games = get_task(cfg.task).train_instances(
-        cfg, [seeds[rng.randrange(len(seeds))] for _ in range(cfg.warmstart_rft_episodes)], None)
+    games = _draw_training_games(cfg, rng, cfg.warmstart_rft_episodes)
     # played as an evaluation plays (sampled, no log-probs, its own torch seed), on these games;
     # the policy decodes in eval mode under no_grad and gives the LM back in the mode it found
     metrics, episodes = evaluate(lm, tokenizer, games, cfg,
@@ -186,9 +196,7 @@ def expert_relabeled(lm, tokenizer, cfg, round_index: int
     t0 = time.time()
     task = get_task(cfg.task)
     rng = random.Random(f"dagger-{cfg.seed}-{round_index}")  # a draw of its own
-    seeds = cfg.train_seeds()
-    games = task.train_instances(
-        cfg, [seeds[rng.randrange(len(seeds))] for _ in range(cfg.warmstart_rft_episodes)], None)
+    games = _draw_training_games(cfg, rng, cfg.warmstart_rft_episodes)
     expert = task.expert_demo(cfg.replace(warmstart_shown_mistakes=0.0), rng)
     im_end = tokenizer.convert_tokens_to_ids(IM_END)
     states: list[tuple[Any, int, list[int], str]] = []  # (episode, turn, context, expert's text)
@@ -472,13 +480,13 @@ def _warm_start_stats(cfg, losses: list[float], rounds: list[dict[str, Any]], se
     demonstration steps' first and last KL to the model as it came (``kl_first``,
     ``kl_last``)."""
     def ends(values: list[float], name: str = "loss") -> dict[str, float]:
-        k = max(1, min(10, len(values)))
+        if not values:  # no such steps: nothing to report (not a mean of nothing read as 0)
+            return {}
+        k = min(10, len(values))
         return {f"{name}_first": sum(values[:k]) / k, f"{name}_last": sum(values[-k:]) / k}
 
-    stats = {**(ends(losses[:cfg.warmstart_steps]) if cfg.warmstart_steps else {}),
-             "seconds": seconds, "steps": len(losses)}
-    if kls:
-        stats.update(ends(kls[:cfg.warmstart_steps], "kl"))
+    stats = {**ends(losses[:cfg.warmstart_steps]), "seconds": seconds, "steps": len(losses),
+             **ends(kls[:cfg.warmstart_steps], "kl")}
     if rounds:
         for i, rnd in enumerate(rounds):
             start = cfg.warmstart_steps + i * cfg.warmstart_rft_steps
@@ -522,8 +530,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
              else (step - cfg.warmstart_steps) // cfg.warmstart_rft_steps)
         if r == len(rounds):
             rounds.append(_play_round(lm, tokenizer, cfg, r))
-            kind = "DAgger" if cfg.warmstart_rft_labels == "expert" else "RFT"
-            bar.set_description(f"warm start ({kind} round {r + 1})")
+            bar.set_description(f"warm start ({_round_name(cfg)} round {r + 1})")
             t_save = time.time()  # minutes of play: saved now, whatever the clock says
             _save_progress(progress_dir, cfg, lm, optimizer, rng, losses,
                            seconds_before + t_save - t0, rounds, kls)
@@ -590,7 +597,7 @@ def _save_result(lm, tokenizer, cfg, stats: dict[str, Any], out_dir: Path,
 
     atomic_write_dir(out_dir, write)
     shutil.rmtree(progress_dir, ignore_errors=True)  # done: the result is in out_dir
-    if cfg.warmstart_steps:
+    if "loss_first" in stats:
         log.info("warm start: %d steps in %.1fs, loss %.3f -> %.3f", stats["steps"],
                  stats["seconds"], stats["loss_first"], stats["loss_last"])
     else:  # only rounds (a model warm-started before, given as ``model``)
@@ -600,8 +607,7 @@ def _save_result(lm, tokenizer, cfg, stats: dict[str, Any], out_dir: Path,
         log.info("warm start: KL to the model as it came %.3f -> %.3f (coefficient %g)",
                  stats["kl_first"], stats["kl_last"], cfg.warmstart_kl_coef)
     for rnd in stats.get("rft", []):
-        log.info("warm start: %s round %d: loss %.3f -> %.3f",
-                 "DAgger" if cfg.warmstart_rft_labels == "expert" else "RFT", rnd["round"],
+        log.info("warm start: %s round %d: loss %.3f -> %.3f", _round_name(cfg), rnd["round"],
                  rnd["loss_first"], rnd["loss_last"])
 
 
