@@ -1,4 +1,5 @@
-"""DAgger rounds in the warm start (``warmstart_rft_labels="expert"``,
+"""DAgger rounds in the warm start (``warmstart_rft_labels="expert"`` and
+``"expert_likeliest"``,
 gamerl.core.warmstart.expert_relabeled): the game's expert answers every state the model
 reached in its own games after its first turn, loss on the expert's answer only, and each
 round's steps draw from every round's labels so far. Every test runs the embedded tiny model (or
@@ -160,9 +161,125 @@ def test_the_labels_setting_enters_the_marker_only_when_it_is_the_experts(tiny_d
     assert "warmstart_rft_labels" in ws._marker(dagger_cfg(tiny_dir))
 
 
+def test_answer_logprobs_equal_a_plain_forward_of_each_answer(tiny_dir):
+    """One pass with the context shared equals, per answer, the sum of its tokens' log-probs
+    from a forward of context + answer alone."""
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    context = tok("<|im_start|>user\nGuess a word.<|im_end|>\n<|im_start|>assistant\n")["input_ids"]
+    answers = [tok(w)["input_ids"] + [tok.convert_tokens_to_ids("<|im_end|>")]
+               for w in ("crane", "fjord", "by")]
+    got = ws.answer_logprobs(lm, context, answers, tok.pad_token_id)
+    with torch.no_grad():
+        for answer, value in zip(answers, got):
+            ids = torch.tensor([context + answer])
+            logp = lm(input_ids=ids).logits[0, :-1].float().log_softmax(-1)
+            positions = range(len(context) - 1, len(context) + len(answer) - 1)
+            want = sum(float(logp[i, ids[0, i + 1]]) for i in positions)
+            assert value == pytest.approx(want, abs=1e-4)
+    for training in (False, True):  # scored in eval mode, given back in the mode it came in
+        lm.train(training)
+        ws.answer_logprobs(lm, context, answers, tok.pad_token_id)
+        assert lm.training is training
+
+
+def test_likeliest_labels_are_the_models_likeliest_answer_that_fits_the_marks(tiny_dir,
+                                                                            monkeypatch):
+    """``expert_likeliest`` on Wordle, the model's moves random answer words (the tiny model
+    scores the labels): after the openers every label fits every mark of its board, and it is
+    the answer of highest log-probability among those scored for that state (at most
+    ``LIKELIEST_CANDIDATES``, all fitting the marks)."""
+    from tasks.wordle import answers, fits_marks, score_guess
+    from tasks.wordle.solver import expert_choices
+
+    words = answers()
+    played, calls = [], []
+    real_rollout, real_logprobs = evaluate_module.rollout, ws.answer_logprobs
+
+    def random_words(lm, tok, rcfg):
+        rng = random.Random(11)
+        return ScriptedPolicy(tok, lambda ep: rng.choice(words))
+
+    def recording_rollout(*a, **k):
+        played.extend(real_rollout(*a, **k))
+        return played[-len(a[2]):]
+
+    def recording_logprobs(lm, context, answers_, pad_id):
+        out = real_logprobs(lm, context, answers_, pad_id)
+        calls.append((tuple(context), answers_, out))
+        return out
+
+    monkeypatch.setattr(evaluate_module, "LMPolicy", random_words)
+    monkeypatch.setattr(evaluate_module, "rollout", recording_rollout)
+    monkeypatch.setattr(ws, "answer_logprobs", recording_logprobs)
+    cfg = dagger_cfg(tiny_dir, task="wordle", warmstart_demos="expert", feedback="latest",
+                     warmstart_rft_episodes=10, warmstart_rft_labels="expert_likeliest")
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    labeled, stats = ws.expert_relabeled(lm, tok, cfg, 0)
+    states = {}  # context -> the board before that turn
+    for ep in played:
+        history = []
+        for i, turn in enumerate(ep.turns):
+            if i:
+                first = turn.last_token - turn.n_tokens + 1
+                states.setdefault(tuple(ep.token_ids[:first]), list(history))
+            history.append((turn.action, score_guess(ep.instance["answer"], turn.action)))
+    by_context = {context: (answers_, out) for context, answers_, out in calls}
+    chosen = 0
+    for ids, mask in labeled:
+        n = sum(mask)
+        context, answer = tuple(ids[:-n]), ids[-n:]
+        history = states[context]
+        guess = tok.decode(answer[:-1])
+        assert guess in expert_choices(history)
+        if context in by_context:  # a board with a choice: the likeliest of those scored
+            answers_, out = by_context[context]
+            assert 2 <= len(answers_) <= ws.LIKELIEST_CANDIDATES
+            assert all(fits_marks(tok.decode(a[:-1]), history) for a in answers_)
+            assert answer == answers_[max(range(len(out)), key=out.__getitem__)]
+            chosen += 1
+        else:
+            assert expert_choices(history) == [guess]  # an opener or the one answer left
+    assert chosen >= 5 and chosen == len(calls)
+    assert stats["label_logprob"] >= stats["choice_logprob"]
+    assert 2 <= stats["choices_scored"] <= ws.LIKELIEST_CANDIDATES
+
+
+def test_a_move_among_the_experts_equal_answers_is_left_out_with_likeliest(tiny_dir,
+                                                                          monkeypatch):
+    """The player opens with a random word, then plays answers that fit every mark (what the
+    expert draws from): only the state after its first guess (the expert's CLINT, where the
+    player did not play it) is labeled."""
+    from tasks.wordle import answers, score_guess
+    from tasks.wordle.solver import expert_choices
+
+    words = answers()
+
+    def fitting(lm, tok, rcfg):
+        rng = random.Random(5)
+
+        def move(ep):
+            if not ep.turns:
+                return rng.choice(words)
+            history = [(t.action, score_guess(ep.instance["answer"], t.action))
+                       for t in ep.turns]
+            fits = [w for w in expert_choices(history, openers=()) if w != "clint"]
+            return rng.choice(fits or expert_choices(history, openers=()))
+
+        return ScriptedPolicy(tok, move)
+
+    monkeypatch.setattr(evaluate_module, "LMPolicy", fitting)
+    cfg = dagger_cfg(tiny_dir, task="wordle", warmstart_demos="expert", feedback="latest",
+                     warmstart_rft_episodes=8, warmstart_rft_labels="expert_likeliest")
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    labeled, stats = ws.expert_relabeled(lm, tok, cfg, 0)
+    taught = {tok.decode([t for t, m in zip(ids, mask) if m][:-1]) for ids, mask in labeled}
+    assert taught <= {"clint"} and 4 <= len(labeled) <= 8 and stats["agreed"] >= 4
+
+
 @pytest.mark.parametrize("bad, words", [
     (dict(warmstart_rft_labels="teacher"), "'own'"),
     (dict(task="openspiel", warmstart_demos="format"), "no expert to label"),
+    (dict(warmstart_rft_labels="expert_likeliest"), "no set of answers"),
 ])
 def test_bad_dagger_settings_are_refused_with_a_reason(tiny_dir, bad, words):
     with pytest.raises(ValueError, match=words):

@@ -283,12 +283,16 @@ class RFTSettings:
     (after its first turn) is answered by the game's expert, loss on the expert's answer only,
     and each round's steps draw from every round's labels so far (DAgger's aggregate;
     ``warmstart_rft_keep`` does not apply). The demonstrations show the expert on its own
-    boards; these show it on the model's, after the model's own mistakes."""
+    boards; these show it on the model's, after the model's own mistakes.
+    ``"expert_likeliest"``: the same, but where the expert draws from answers that are all as
+    good (``Task.expert_choices``: Wordle's answers consistent with every mark), the label is
+    the one the model finds likeliest (the most probable to sample, not a word it cannot spell),
+    and a state where the model's move was any of them is left out."""
     warmstart_rft_rounds: int = 0
     warmstart_rft_episodes: int = 128
     warmstart_rft_keep: float = 0.25
     warmstart_rft_steps: int = 16
-    warmstart_rft_labels: Literal["own", "expert"] = "own"
+    warmstart_rft_labels: Literal["own", "expert", "expert_likeliest"] = "own"
 
 
 @dataclass
@@ -445,14 +449,22 @@ class TrainConfig:
         need(0 < self.warmstart_rft_keep <= 1, "warmstart_rft_keep in (0, 1]: the fraction of "
              "each round's games kept")
         need(self.warmstart_rft_steps >= 1, "warmstart_rft_steps >= 1")
-        need(self.warmstart_rft_labels in ("own", "expert"), "warmstart_rft_labels: 'own' (RFT: "
-             "the model's best games) or 'expert' (DAgger: the expert answers the model's states)")
+        need(self.warmstart_rft_labels in ("own", "expert", "expert_likeliest"),
+             "warmstart_rft_labels: 'own' (RFT: the model's best games), 'expert' (DAgger: the "
+             "expert answers the model's states) or 'expert_likeliest' (DAgger, the expert's "
+             "answer the model finds likeliest)")
         if self.warmstart_rft_labels == "expert":
             from ..games.registry import get_task
 
             need(get_task(self.task).expert_demo is not None,
                  f"warmstart_rft_labels='expert': task {self.task!r} has no expert to label the "
                  "model's games (task='password_game' and 'wordle' have); use 'own'")
+        if self.warmstart_rft_labels == "expert_likeliest":
+            from ..games.registry import get_task
+
+            need(get_task(self.task).expert_choices is not None,
+                 f"warmstart_rft_labels='expert_likeliest': task {self.task!r} has no set of "
+                 "answers its expert draws from (task='wordle' has); use 'expert' or 'own'")
         if self.advantage_estimator == "grpo":
             need(self.group_size >= 2 and self.episodes_per_epoch % self.group_size == 0,
                  "grpo needs group_size >= 2 dividing episodes_per_epoch")

@@ -27,7 +27,9 @@ before PPO the model imitates demonstrations (``cfg.warmstart_demos``):
   sample and that paid, which is the distribution PPO then re-weights. With
   ``warmstart_rft_labels="expert"`` the rounds are DAgger's (``expert_relabeled``): the game's
   expert answers every state the model reached in its games, and the steps draw from every
-  round's labels so far: the expert's skill on the model's own boards, after its mistakes.
+  round's labels so far: the expert's skill on the model's own boards, after its mistakes
+  (``"expert_likeliest"``: of the expert's equally good answers, the one the model finds
+  likeliest).
 
 The result is cached in ``<run_dir>/warmstart`` with a marker of the settings that made it; a
 resumed run with the same settings loads it instead of training again. While it trains, the warm
@@ -76,7 +78,7 @@ def _draw_training_games(cfg, rng: random.Random, n: int) -> list:
 
 def _round_name(cfg) -> str:
     """How the log and progress bar name a warm start's rounds."""
-    return "DAgger" if cfg.warmstart_rft_labels == "expert" else "RFT"
+    return "RFT" if cfg.warmstart_rft_labels == "own" else "DAgger"
 
 
 def demonstrations(cfg, tokenizer, seed: int) -> list[tuple[list[int], list[int]]]:
@@ -183,9 +185,19 @@ def expert_relabeled(lm, tokenizer, cfg, round_index: int
     in every game, a fifth of all labels) taught the model to say that word again after it
     (measured, docs/benchmarks.md).
 
+    With ``warmstart_rft_labels="expert_likeliest"`` the expert's answer is not drawn at random
+    from the answers it holds as good (``Task.expert_choices``: Wordle's answers consistent
+    with every mark): of up to ``LIKELIEST_CANDIDATES`` of them (drawn when there are more) the
+    label is the one ``lm`` gives the highest log-probability after that context
+    (``answer_logprobs``): an answer the model is nearest to sampling, not a word it cannot
+    spell yet. A state where the model's move was any of them is left out (``agreed``).
+
     Returns (labeled, stats): stats holds the round's sample (its ``episode_metrics``: what the
     model scored while it played), the number of labeled states, of states left out because
-    the model's move was the expert's (``agreed``), and the seconds."""
+    the model's move was the expert's (``agreed``), the seconds, and with
+    ``"expert_likeliest"`` the mean number of answers scored per state with a choice
+    (``choices_scored``), the chosen labels' mean log-probability (``label_logprob``) and the
+    mean over those states of the scored answers' mean (``choice_logprob``)."""
     from .epoch import scalars
     from .evaluate import evaluate
     from ..games.base import ShownMistake
@@ -197,28 +209,89 @@ def expert_relabeled(lm, tokenizer, cfg, round_index: int
     task = get_task(cfg.task)
     rng = random.Random(f"dagger-{cfg.seed}-{round_index}")  # a draw of its own
     games = _draw_training_games(cfg, rng, cfg.warmstart_rft_episodes)
-    expert = task.expert_demo(cfg.replace(warmstart_shown_mistakes=0.0), rng)
+    likeliest = cfg.warmstart_rft_labels == "expert_likeliest"
+    if likeliest:  # every answer the expert draws from
+        answers_of = task.expert_choices(cfg)
+    else:  # the one it draws
+        expert = task.expert_demo(cfg.replace(warmstart_shown_mistakes=0.0), rng)
+        answers_of = lambda ep: [expert(ep)]  # noqa: E731
     im_end = tokenizer.convert_tokens_to_ids(IM_END)
-    states: list[tuple[Any, int, list[int], str]] = []  # (episode, turn, context, expert's text)
+    # (episode, turn, context, the expert's answers: one, or with "expert_likeliest" all it
+    # draws from)
+    states: list[tuple[Any, int, list[int], list[str]]] = []
 
     def label(episodes) -> None:  # ALGO LOGIC: the expert's answer to the model's own state
         for ep in episodes:
             if ep.turns:
-                text = expert(ep)
-                assert not isinstance(text, ShownMistake)  # shown mistakes are off above
-                states.append((ep, len(ep.turns), list(ep.token_ids), text))
+                texts = answers_of(ep)
+                assert not any(isinstance(t, ShownMistake) for t in texts)  # off above
+                states.append((ep, len(ep.turns), list(ep.token_ids), texts))
 
     metrics, _ = evaluate(lm, tokenizer, games, cfg, return_episodes=True, before_turn=label,
                           sample_seed=cfg.seed * 1000 + 555 + round_index)
     labeled: list[tuple[list[int], list[int]]] = []
-    for ep, turn, context, text in states:
-        if turn < len(ep.turns) and ep.turns[turn].action == task.extract(text):
+    scored: list[list[float]] = []  # with a choice: the log-probabilities of its answers
+    for ep, turn, context, texts in states:
+        if turn < len(ep.turns) and ep.turns[turn].action in {task.extract(t) for t in texts}:
             continue  # ALGO LOGIC: the model moved as the expert would: nothing to correct
-        answer = encode(tokenizer, text) + [im_end]
+        answers = [encode(tokenizer, t) + [im_end] for t in texts]
+        answer = answers[0]
+        if len(answers) > 1:  # ALGO LOGIC: of the expert's equal answers, the model's likeliest
+            answer, logprobs = _likeliest(lm, context, answers, rng, tokenizer.pad_token_id)
+            scored.append(logprobs)
         labeled.append((context + answer, [0] * len(context) + [1] * len(answer)))
     stats = {"round": round_index + 1, **scalars(metrics), "labeled": len(labeled),
              "agreed": len(states) - len(labeled), "seconds": time.time() - t0}
+    if likeliest:
+        stats.update(_likeliest_stats(scored))
     return labeled, stats
+
+
+def _likeliest_stats(scored: list[list[float]]) -> dict[str, Optional[float]]:
+    """``expert_relabeled``'s stats of the states with a choice (``scored``: each one's
+    answers' log-probabilities): the answers scored, the chosen's and the answers' mean
+    log-probability, each a mean over the states (None without any)."""
+    def mean(values: list[float]) -> Optional[float]:
+        return sum(values) / len(values) if values else None
+
+    return {"choices_scored": mean([len(lp) for lp in scored]),
+            "label_logprob": mean([max(lp) for lp in scored]),
+            "choice_logprob": mean([mean(lp) for lp in scored])}
+
+
+# Answers scored per state by "expert_likeliest" labels, at most: each is a row of one pass
+# that repeats the context's key/value cache (``prefix_share``), so memory grows with it.
+LIKELIEST_CANDIDATES = 32
+
+
+def _likeliest(lm, context: list[int], answers: list[list[int]], rng: random.Random,
+               pad_id: int) -> tuple[list[int], list[float]]:
+    """(the answer of highest log-probability after ``context``, the log-probabilities scored):
+    of up to ``LIKELIEST_CANDIDATES`` answers, drawn with ``rng`` when there are more; a tie
+    goes to the first in ``answers``' order."""
+    picks = sorted(rng.sample(range(len(answers)), min(len(answers), LIKELIEST_CANDIDATES)))
+    logprobs = answer_logprobs(lm, context, [answers[i] for i in picks], pad_id)
+    best = max(range(len(picks)), key=lambda k: logprobs[k])
+    return answers[picks[best]], logprobs
+
+
+@torch.no_grad()
+def answer_logprobs(lm, context: list[int], answers: list[list[int]], pad_id: int
+                    ) -> list[float]:
+    """log p(answer | context) under ``lm`` of each answer (token ids), summed over its tokens.
+    The answers go in one pass (``_pass_logits``) whose rows share the context, run once
+    (``prefix_share``); ``lm`` in eval mode for it, then back in the mode it was in."""
+    was_training = lm.training
+    lm.eval()
+    try:
+        logits, targets = _pass_logits(
+            lm, [(context + a, [0] * len(context) + [1] * len(a)) for a in answers], pad_id,
+            None, None)
+    finally:
+        lm.train(was_training)
+    # the answer positions come row by row, each row's in order (a boolean index, row-major)
+    token_logprobs = logits.log_softmax(-1).gather(1, targets[:, None])[:, 0]
+    return [float(x.sum()) for x in token_logprobs.split([len(a) for a in answers])]
 
 
 # The frozen bottom's output of every demonstration is kept (``frozen_bottoms``) when it takes at
@@ -427,9 +500,10 @@ def _load_progress(path: Path, cfg, lm, optimizer, rng: random.Random
 
 def _play_round(lm, tokenizer, cfg, r: int) -> dict[str, Any]:
     """Round ``r``'s games (``rejection_sampled``, or ``expert_relabeled`` with
-    ``warmstart_rft_labels="expert"``) as the progress checkpoint keeps them:
+    ``warmstart_rft_labels="expert"`` or ``"expert_likeliest"``) as the progress checkpoint
+    keeps them:
     {"stats", "episodes": [[token_ids, mask], ...]}."""
-    if cfg.warmstart_rft_labels == "expert":
+    if cfg.warmstart_rft_labels != "own":
         labeled, stats = expert_relabeled(lm, tokenizer, cfg, r)
         if not labeled:
             raise RuntimeError(f"warm start: DAgger round {r + 1} has no state to label (every "
@@ -538,7 +612,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
         if pool_round != r:  # the pool changes: demonstrations, then each round's
             pool_round = r
             # RFT trains on the round's kept games alone; DAgger on every round's labels so far
-            since = 0 if cfg.warmstart_rft_labels == "expert" else r
+            since = r if cfg.warmstart_rft_labels == "own" else 0
             pool = examples if r < 0 else [(ids, mask) for rnd in rounds[since:r + 1]
                                            for ids, mask in rnd["episodes"]]
             bottoms = frozen_bottoms(lm, split, pool, pad_id) if split else None
@@ -621,6 +695,6 @@ def cached_warm_start(cfg, out_dir: str | Path) -> Optional[dict[str, Any]]:
     return data["stats"] if data.get("settings") == _marker(cfg) else None
 
 
-__all__ = ["PROGRESS_DIR", "answer_logits", "cached_warm_start", "demonstrations", "exact_kl",
-           "expert_relabeled", "frozen_bottoms", "rejection_sampled", "sft_kl_loss", "sft_loss",
-           "warm_start", "warm_start_layers"]
+__all__ = ["PROGRESS_DIR", "answer_logits", "answer_logprobs", "cached_warm_start",
+           "demonstrations", "exact_kl", "expert_relabeled", "frozen_bottoms", "rejection_sampled",
+           "sft_kl_loss", "sft_loss", "warm_start", "warm_start_layers"]

@@ -20,7 +20,8 @@ game (one module each: ``password_game``, ``wordle``, ``openspiel``; the registr
   docs' tables of its runs, the trainer's and the CLI's console table; reward, success and
   turns unless the game names its own);
 * **helpers**: ``demo(cfg, rng)`` answers for the warm start (format, not skill; optional:
-  ``expert_demo(cfg, rng)``, an expert's answers, skill included), and
+  ``expert_demo(cfg, rng)``, an expert's answers, skill included, and ``expert_choices(cfg)``,
+  every answer that expert draws from in a state), and
   ``reference_agents(cfg)`` (the solver / random rows of an evaluation table, keyed by short
   names) with ``reference_labels`` (what each row is, as tables and figures print it);
 * **optional** (a game may leave them out): ``record_fields(episode)``, the game's own fields of
@@ -222,6 +223,10 @@ class Task:
     # the warm start's ``warmstart_demos="expert"`` (a small pretrained model must see the
     # answers that pay before RL can re-weight them); None: the game has none
     expert_demo: Optional[Callable[[Any, Any], Callable[[Episode], str]]] = None
+    # cfg -> for a state, every answer the expert draws from there, each as good (Wordle: the
+    # opener, or each answer consistent with every mark), for DAgger's
+    # ``warmstart_rft_labels="expert_likeliest"``; None: the game has no such set
+    expert_choices: Optional[Callable[[Any], Callable[[Episode], list[str]]]] = None
     # the mistake the expert shows (as a ``ShownMistake``) before repairing it, with probability
     # ``TrainConfig.warmstart_shown_mistakes``, in words for messages; None: its expert shows none
     expert_mistake: Optional[str] = None

@@ -442,6 +442,13 @@ def make_task() -> Task:
 
         return answer
 
+    def expert_choices(cfg) -> Callable:
+        from tasks.wordle.solver import expert_choices as choices
+
+        write = said(cfg)
+        return lambda ep: [write(word) for word in choices(
+            list(zip(ep.last_obs.get("guesses", []), ep.last_obs.get("marks", []))))]
+
     def reference_agents(cfg) -> dict:
         from tasks.wordle import answers
         from tasks.wordle.solver import default_solver
@@ -467,7 +474,7 @@ def make_task() -> Task:
         env_factory=env_factory, http_env_factory=http_factory, start=start,
         train_instances=train_instances, eval_instances=eval_instances,
         turn_stats=turn_stats, metrics=metrics, badness=badness, demo=demo,
-        expert_demo=expert_demo, expert_mistake="its previous guess again",
+        expert_demo=expert_demo, expert_choices=expert_choices, expert_mistake="its previous guess again",
         reference_agents=reference_agents,
         max_turns=lambda cfg: wordle_config(cfg).max_guesses,
         headline=("best_greens",),

@@ -27,7 +27,7 @@ Measured over all 2,309 answers (tasks/wordle/README.md): every answer solved wi
 from __future__ import annotations
 
 import threading
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -240,13 +240,27 @@ def expert_guess(history: Sequence[tuple[str, Sequence[str] | int]], rng,
     300 games, many of them rare words such as THILK or CLOOT), each guess follows from what is
     visible: the openers are always the same and later guesses keep every green in place.
     An opener is skipped once at most two answers remain."""
-    solver = default_solver()
-    cand = solver.candidates(history)
+    opener, cand = _expert_options(history, openers)
+    return opener or default_solver().answers[int(cand[rng.randrange(len(cand))])]
+
+
+def expert_choices(history: Sequence[tuple[str, Sequence[str] | int]],
+                   openers: Sequence[str] = EXPERT_OPENERS) -> list[str]:
+    """Every guess ``expert_guess`` draws from in this state, each as likely: the opener
+    alone, or each answer consistent with every mark so far (in the solver's order)."""
+    opener, cand = _expert_options(history, openers)
+    return [opener] if opener else [default_solver().answers[int(i)] for i in cand]
+
+
+def _expert_options(history, openers) -> tuple[Optional[str], Any]:
+    """(the opener the expert plays here, or None; the indices of the answers consistent with
+    every mark so far)."""
+    cand = default_solver().candidates(history)
     if len(cand) == 0:
         raise ValueError("no answer is consistent with the marks given")
     if len(history) < len(openers) and len(cand) > 2:
-        return openers[len(history)]
-    return solver.answers[int(cand[rng.randrange(len(cand))])]
+        return openers[len(history)], cand
+    return None, cand
 
 
 def check_against_reference(n: int = 2000, seed: int = 0) -> None:
