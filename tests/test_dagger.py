@@ -31,12 +31,28 @@ def dagger_cfg(tiny_dir, **kw):
     return get_config("tiny", **{**base, **kw})
 
 
+def boards(played) -> dict:
+    """Each Wordle state the player reached after its first turn: its context (token ids, a
+    tuple) -> the board then (its guesses so far and their marks)."""
+    from tasks.wordle import score_guess
+
+    states = {}
+    for ep in played:
+        history = []
+        for i, turn in enumerate(ep.turns):
+            if i:
+                first = turn.last_token - turn.n_tokens + 1
+                states.setdefault(tuple(ep.token_ids[:first]), list(history))
+            history.append((turn.action, score_guess(ep.instance["answer"], turn.action)))
+    return states
+
+
 def test_every_state_after_the_first_turn_gets_the_experts_answer(tiny_dir, monkeypatch):
     """Wordle, the model replaced by a player of random answer words (so its boards carry marks):
     one example per state it reached after its first guess, the context exactly its own up to
     that turn, the loss on the expert's guess alone, and that guess is the expert's for that
     board: an opener while they last, else a word that fits every mark so far."""
-    from tasks.wordle import answers, fits_marks, score_guess
+    from tasks.wordle import answers, fits_marks
     from tasks.wordle.solver import EXPERT_OPENERS
 
     words = answers()
@@ -62,15 +78,7 @@ def test_every_state_after_the_first_turn_gets_the_experts_answer(tiny_dir, monk
     assert len(labeled) + stats["agreed"] == sum(len(ep.turns) - 1 for ep in played)
     assert stats["labeled"] == len(labeled)
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
-    # each model state, in play order: (its context, the model's valid guesses and their marks)
-    states = {}
-    for ep in played:
-        history = []
-        for i, turn in enumerate(ep.turns):
-            if i:
-                first = turn.last_token - turn.n_tokens + 1
-                states.setdefault(tuple(ep.token_ids[:first]), list(history))
-            history.append((turn.action, score_guess(ep.instance["answer"], turn.action)))
+    states = boards(played)
     openers = 0
     for ids, mask in labeled:
         n = sum(mask)
@@ -188,7 +196,7 @@ def test_likeliest_labels_are_the_models_likeliest_answer_that_fits_the_marks(ti
     scores the labels): after the openers every label fits every mark of its board, and it is
     the answer of highest log-probability among those scored for that state (at most
     ``LIKELIEST_CANDIDATES``, all fitting the marks)."""
-    from tasks.wordle import answers, fits_marks, score_guess
+    from tasks.wordle import answers, fits_marks
     from tasks.wordle.solver import expert_choices
 
     words = answers()
@@ -215,14 +223,7 @@ def test_likeliest_labels_are_the_models_likeliest_answer_that_fits_the_marks(ti
                      warmstart_rft_episodes=10, warmstart_rft_labels="expert_likeliest")
     lm, tok = load_policy(str(tiny_dir), device="cpu")
     labeled, stats = ws.expert_relabeled(lm, tok, cfg, 0)
-    states = {}  # context -> the board before that turn
-    for ep in played:
-        history = []
-        for i, turn in enumerate(ep.turns):
-            if i:
-                first = turn.last_token - turn.n_tokens + 1
-                states.setdefault(tuple(ep.token_ids[:first]), list(history))
-            history.append((turn.action, score_guess(ep.instance["answer"], turn.action)))
+    states = boards(played)
     by_context = {context: (answers_, out) for context, answers_, out in calls}
     chosen = 0
     for ids, mask in labeled:
