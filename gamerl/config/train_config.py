@@ -453,18 +453,18 @@ class TrainConfig:
              "warmstart_rft_labels: 'own' (RFT: the model's best games), 'expert' (DAgger: the "
              "expert answers the model's states) or 'expert_likeliest' (DAgger, the expert's "
              "answer the model finds likeliest)")
-        if self.warmstart_rft_labels == "expert":
+        if self.warmstart_rft_labels != "own":  # DAgger: the game's expert labels the states
             from ..games.registry import get_task
 
-            need(get_task(self.task).expert_demo is not None,
-                 f"warmstart_rft_labels='expert': task {self.task!r} has no expert to label the "
-                 "model's games (task='password_game' and 'wordle' have); use 'own'")
-        if self.warmstart_rft_labels == "expert_likeliest":
-            from ..games.registry import get_task
-
-            need(get_task(self.task).expert_choices is not None,
-                 f"warmstart_rft_labels='expert_likeliest': task {self.task!r} has no set of "
-                 "answers its expert draws from (task='wordle' has); use 'expert' or 'own'")
+            task = get_task(self.task)
+            if self.warmstart_rft_labels == "expert":
+                need(task.expert_demo is not None,
+                     f"warmstart_rft_labels='expert': task {self.task!r} has no expert to label "
+                     "the model's games (task='password_game' and 'wordle' have); use 'own'")
+            else:
+                need(task.expert_choices is not None,
+                     f"warmstart_rft_labels='expert_likeliest': task {self.task!r} has no set of "
+                     "answers its expert draws from (task='wordle' has); use 'expert' or 'own'")
         if self.advantage_estimator == "grpo":
             need(self.group_size >= 2 and self.episodes_per_epoch % self.group_size == 0,
                  "grpo needs group_size >= 2 dividing episodes_per_epoch")

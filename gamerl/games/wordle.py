@@ -103,11 +103,17 @@ def _spelled_line(line: str) -> str:
     return f"{number}. {spelled}" + ("  " + parts[2] if len(parts) > 2 else "")
 
 
+def _board(obs: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The guesses so far with their marks, ``[(word, marks), ...]``: the history the solver
+    and the expert read."""
+    return list(zip(obs.get("guesses") or [], obs.get("marks") or []))
+
+
 def _in_place(obs: Mapping[str, Any]) -> list[str]:
     """``["In place: C _ A N E"]``: every letter that has been green, in its position (``_``
     where none has); ``[]`` before the first valid guess."""
     known = ["_"] * 5
-    for word, marks in zip(obs.get("guesses") or [], obs.get("marks") or []):
+    for word, marks in _board(obs):
         for i, (letter, mark) in enumerate(zip(word, marks)):
             if mark == "green":
                 known[i] = letter.upper()
@@ -149,7 +155,7 @@ def reads_the_marks(episodes) -> dict:
     fits = kept = total = 0
     for ep in episodes:
         obs = ep.last_obs or {}
-        board = list(zip(obs.get("guesses") or [], obs.get("marks") or []))
+        board = _board(obs)
         for i in range(1, len(board)):
             word, before = board[i][0], board[:i]
             total += 1
@@ -429,7 +435,7 @@ def make_task() -> Task:
 
         def answer(ep) -> str:  # the openers, then an answer consistent with every mark
             obs = ep.last_obs
-            history = list(zip(obs.get("guesses", []), obs.get("marks", [])))
+            history = _board(obs)
             guesses = [word for word, _ in history]
             # the trained model's commonest waste, its previous guess again, once a game (the
             # expert never repeats otherwise) after the openers and with a guess left to repair
@@ -446,8 +452,7 @@ def make_task() -> Task:
         from tasks.wordle.solver import expert_choices as choices
 
         write = said(cfg)
-        return lambda ep: [write(word) for word in choices(
-            list(zip(ep.last_obs.get("guesses", []), ep.last_obs.get("marks", []))))]
+        return lambda ep: [write(word) for word in choices(_board(ep.last_obs))]
 
     def reference_agents(cfg) -> dict:
         from tasks.wordle import answers
@@ -458,7 +463,7 @@ def make_task() -> Task:
 
         def solver_answer(ep) -> str:
             obs = ep.last_obs
-            return solver.next_guess(list(zip(obs.get("guesses", []), obs.get("marks", []))))
+            return solver.next_guess(_board(obs))
 
         def random_answer(ep) -> str:
             return random.Random(f"{cfg.seed}:{ep.seed}:{len(ep.turns)}").choice(words)
