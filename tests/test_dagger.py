@@ -245,6 +245,31 @@ def test_likeliest_labels_are_the_models_likeliest_answer_that_fits_the_marks(ti
     assert 2 <= stats["choices_scored"] <= ws.LIKELIEST_CANDIDATES
 
 
+def test_likeliest_tokenizes_only_the_answers_it_draws(tiny_dir):
+    """Of 100 equal answers ``_likeliest`` tokenizes and scores only the ``LIKELIEST_CANDIDATES``
+    it draws (the indices ``rng.sample`` gives, in order) and returns the likeliest of them."""
+    from tasks.wordle import answers
+
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    im_end = tok.convert_tokens_to_ids("<|im_end|>")
+    context = tok("<|im_start|>user\nGuess a word.<|im_end|>\n<|im_start|>assistant\n")["input_ids"]
+    texts = answers()[:100]
+    tokenized = []
+
+    def answer_ids(text):
+        tokenized.append(text)
+        return tok(text)["input_ids"] + [im_end]
+
+    answer, logprobs = ws._likeliest(lm, context, texts, answer_ids, random.Random(3),
+                                     tok.pad_token_id)
+    picks = sorted(random.Random(3).sample(range(100), ws.LIKELIEST_CANDIDATES))
+    assert tokenized == [texts[i] for i in picks]
+    want = ws.answer_logprobs(lm, context, [tok(t)["input_ids"] + [im_end] for t in tokenized],
+                              tok.pad_token_id)
+    assert logprobs == pytest.approx(want, abs=1e-5)
+    assert tok.decode(answer[:-1]) == tokenized[max(range(len(want)), key=want.__getitem__)]
+
+
 def test_a_move_among_the_experts_equal_answers_is_left_out_with_likeliest(tiny_dir,
                                                                           monkeypatch):
     """The player opens with a random word, then plays answers that fit every mark (what the

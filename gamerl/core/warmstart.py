@@ -49,7 +49,7 @@ import random
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -231,14 +231,19 @@ def expert_relabeled(lm, tokenizer, cfg, round_index: int
                           sample_seed=cfg.seed * 1000 + 555 + round_index)
     labeled: list[tuple[list[int], list[int]]] = []
     scored: list[list[float]] = []  # with a choice: the log-probabilities of its answers
+
+    def answer_ids(text: str) -> list[int]:  # as a ScriptedPolicy answer is tokenized
+        return encode(tokenizer, text) + [im_end]
+
     for ep, turn, context, texts in states:
         if turn < len(ep.turns) and ep.turns[turn].action in {task.extract(t) for t in texts}:
             continue  # ALGO LOGIC: the model moved as the expert would: nothing to correct
-        answers = [encode(tokenizer, t) + [im_end] for t in texts]
-        answer = answers[0]
-        if len(answers) > 1:  # ALGO LOGIC: of the expert's equal answers, the model's likeliest
-            answer, logprobs = _likeliest(lm, context, answers, rng, tokenizer.pad_token_id)
+        if len(texts) > 1:  # ALGO LOGIC: of the expert's equal answers, the model's likeliest
+            answer, logprobs = _likeliest(lm, context, texts, answer_ids, rng,
+                                          tokenizer.pad_token_id)
             scored.append(logprobs)
+        else:
+            answer = answer_ids(texts[0])
         labeled.append((context + answer, [0] * len(context) + [1] * len(answer)))
     stats = {"round": round_index + 1, **scalars(metrics), "labeled": len(labeled),
              "agreed": len(states) - len(labeled), "seconds": time.time() - t0}
@@ -264,15 +269,18 @@ def _likeliest_stats(scored: list[list[float]]) -> dict[str, Optional[float]]:
 LIKELIEST_CANDIDATES = 32
 
 
-def _likeliest(lm, context: list[int], answers: list[list[int]], rng: random.Random,
-               pad_id: int) -> tuple[list[int], list[float]]:
-    """(the answer of highest log-probability after ``context``, the log-probabilities scored):
-    of up to ``LIKELIEST_CANDIDATES`` answers, drawn with ``rng`` when there are more; a tie
-    goes to the first in ``answers``' order."""
-    picks = sorted(rng.sample(range(len(answers)), min(len(answers), LIKELIEST_CANDIDATES)))
-    logprobs = answer_logprobs(lm, context, [answers[i] for i in picks], pad_id)
+def _likeliest(lm, context: list[int], texts: list[str],
+               answer_ids: Callable[[str], list[int]], rng: random.Random, pad_id: int
+               ) -> tuple[list[int], list[float]]:
+    """(the token ids of the answer of highest log-probability after ``context``, the
+    log-probabilities scored): of up to ``LIKELIEST_CANDIDATES`` of the answers ``texts``,
+    drawn with ``rng`` when there are more; a tie goes to the first in ``texts``' order. Only
+    the drawn answers are tokenized (``answer_ids``): hundreds of words can fit the marks."""
+    picks = sorted(rng.sample(range(len(texts)), min(len(texts), LIKELIEST_CANDIDATES)))
+    answers = [answer_ids(texts[i]) for i in picks]
+    logprobs = answer_logprobs(lm, context, answers, pad_id)
     best = max(range(len(picks)), key=lambda k: logprobs[k])
-    return answers[picks[best]], logprobs
+    return answers[best], logprobs
 
 
 @torch.no_grad()
