@@ -149,6 +149,42 @@ def test_the_dagger_steps_draw_from_every_rounds_labels(tiny_dir, tmp_path, monk
     assert marker["settings"]["warmstart_rft_labels"] == "expert"
 
 
+@pytest.mark.parametrize("labels", ["expert", "own"])
+def test_with_demos_the_rounds_steps_also_draw_from_the_demonstrations(tiny_dir, tmp_path,
+                                                                       monkeypatch, labels):
+    """``warmstart_rft_with_demos``: each round's pool is the demonstrations and the round's
+    examples (DAgger: every round's labels so far; RFT: its own kept games); the setting enters
+    the warm start's marker, so a warm start made without it is not reused."""
+    seen = []
+    real = ws.sft_loss
+
+    def recording(lm, batch, *a, **k):
+        seen.append({ids[1] for ids, _ in batch})  # each fake example is named by its 2nd token
+        return real(lm, batch, *a, **k)
+
+    def fake_round(lm, tok, cfg, r):  # 3 examples a round, named 10+r*5+k
+        return ([([1, 10 + r * 5 + k, 2, 3], [0, 0, 1, 1]) for k in range(3)],
+                {"round": r + 1, "episodes": 8, "reward": 0.0, "success_rate": 0.0,
+                 "labeled": 3, "agreed": 0, "kept": 3, "kept_reward_min": 0.0,
+                 "seconds": 0.0})
+
+    monkeypatch.setattr(ws, "sft_loss", recording)
+    monkeypatch.setattr(ws, "demonstrations",  # 2 demonstrations, named 50 and 51
+                        lambda cfg, tok, seed: [([1, 50 + k, 2, 3], [0, 0, 1, 1]) for k in (0, 1)])
+    monkeypatch.setattr(ws, "expert_relabeled" if labels == "expert" else "rejection_sampled",
+                        fake_round)
+    cfg = dagger_cfg(tiny_dir, warmstart_rft_rounds=2, warmstart_batch_size=16,
+                     warmstart_rft_labels=labels, warmstart_rft_with_demos=True)
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    ws.warm_start(lm, tok, cfg, tmp_path / "run" / "warmstart")
+    assert len(seen) == 6 and seen[0] == seen[1] == {50, 51}
+    assert seen[2] == seen[3] == {50, 51, 10, 11, 12}
+    assert seen[4] == seen[5] == ({50, 51, 10, 11, 12, 15, 16, 17} if labels == "expert"
+                                  else {50, 51, 15, 16, 17})
+    assert ws._marker(cfg)["warmstart_rft_with_demos"] is True
+    assert "warmstart_rft_with_demos" not in ws._marker(cfg.replace(warmstart_rft_with_demos=False))
+
+
 def test_a_dagger_warm_start_runs_end_to_end_on_the_password_game(tiny_dir, tmp_path):
     torch.manual_seed(0)
     cfg = dagger_cfg(tiny_dir, num_rules=4, max_steps=3, max_new_tokens=12,

@@ -51,8 +51,8 @@ training      epochs, episodes_per_epoch, max_steps, seed, train_seed_start,
               warmstart, warmstart_examples, warmstart_steps, warmstart_batch_size,
               warmstart_lr, warmstart_checkpoint_seconds, warmstart_kl_coef,
               warmstart_all_layers, warmstart_rft_rounds, warmstart_rft_episodes,
-              warmstart_rft_keep, warmstart_rft_steps, warmstart_rft_labels
-                                                       the field of the same name
+              warmstart_rft_keep, warmstart_rft_steps, warmstart_rft_labels,
+              warmstart_rft_with_demos                 the field of the same name
 curriculum    enabled, stages             curriculum: enabled false -> None; stages null
                                           (or "default") -> "default"; else the list of
                                           stage dicts {"name", "games", "opponent",
@@ -122,7 +122,8 @@ SECTIONS: dict[str, dict[str, str]] = {
                                 "warmstart_all_layers",
                                 "warmstart_rft_rounds",
                                 "warmstart_rft_episodes", "warmstart_rft_keep",
-                                "warmstart_rft_steps", "warmstart_rft_labels")},
+                                "warmstart_rft_steps", "warmstart_rft_labels",
+                                "warmstart_rft_with_demos")},
     "curriculum": {"window": "curriculum_window"},
     "replay": {"capacity": "replay_capacity"},
     "logging": {k: k for k in ("wandb_mode", "wandb_project", "progress")},

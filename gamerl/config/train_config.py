@@ -287,12 +287,18 @@ class RFTSettings:
     ``"expert_likeliest"``: the same, but where the expert draws from answers that are all as
     good (``Task.expert_choices``: Wordle's answers consistent with every mark), the label is
     the one the model finds likeliest (the most probable to sample, not a word it cannot spell),
-    and a state where the model's move was any of them is left out."""
+    and a state where the model's move was any of them is left out.
+
+    ``warmstart_rft_with_demos``: the rounds' steps also draw from the demonstrations (uniformly
+    over the pool of both), so what the demonstrations taught (the format, words it can spell)
+    stays in every batch; with DAgger labels this is the paper's aggregate dataset, whose first
+    part is the expert's own games."""
     warmstart_rft_rounds: int = 0
     warmstart_rft_episodes: int = 128
     warmstart_rft_keep: float = 0.25
     warmstart_rft_steps: int = 16
     warmstart_rft_labels: Literal["own", "expert", "expert_likeliest"] = "own"
+    warmstart_rft_with_demos: bool = False
 
 
 @dataclass

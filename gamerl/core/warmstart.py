@@ -450,6 +450,8 @@ def _marker(cfg) -> dict[str, Any]:
         keys += RFT_KEYS
         if cfg.warmstart_rft_labels != "own":  # only then: RFT warm starts stay valid
             keys += ("warmstart_rft_labels",)
+        if cfg.warmstart_rft_with_demos:  # only then: warm starts made before it stay valid
+            keys += ("warmstart_rft_with_demos",)
     if cfg.warmstart_kl_coef:  # only then: warm starts made before it stay valid
         keys += ("warmstart_kl_coef",)
     # The layers the warm start trained, under the key it always had: a warm start on every
@@ -619,10 +621,12 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
             saved_at, save_cost = time.time(), time.time() - t_save
         if pool_round != r:  # the pool changes: demonstrations, then each round's
             pool_round = r
-            # RFT trains on the round's kept games alone; DAgger on every round's labels so far
+            # RFT trains on the round's kept games alone; DAgger on every round's labels so far;
+            # with warmstart_rft_with_demos either also on the demonstrations
             since = r if cfg.warmstart_rft_labels == "own" else 0
-            pool = examples if r < 0 else [(ids, mask) for rnd in rounds[since:r + 1]
-                                           for ids, mask in rnd["episodes"]]
+            pool = examples if r < 0 else (
+                (examples if cfg.warmstart_rft_with_demos else [])
+                + [(ids, mask) for rnd in rounds[since:r + 1] for ids, mask in rnd["episodes"]])
             bottoms = frozen_bottoms(lm, split, pool, pad_id) if split else None
         # indices: rng.sample draws the same positions from range(n) as from the list itself
         picks = rng.sample(range(len(pool)), min(cfg.warmstart_batch_size, len(pool)))
