@@ -121,23 +121,32 @@ def test_a_state_where_the_model_moved_as_the_expert_is_left_out(tiny_dir, monke
     assert stats["agreed"] >= 10 and stats["labeled"] == len(labeled)
 
 
+def named_round(lm, tok, cfg, r):
+    """A round's stand-in (for ``expert_relabeled`` or ``rejection_sampled``): 3 examples, each
+    named by its 2nd token, 10 + 5r + k."""
+    return ([([1, 10 + r * 5 + k, 2, 3], [0, 0, 1, 1]) for k in range(3)],
+            {"round": r + 1, "episodes": 8, "reward": 0.0, "success_rate": 0.0,
+             "labeled": 3, "agreed": 0, "kept": 3, "kept_reward_min": 0.0, "seconds": 0.0})
+
+
+def record_batches(monkeypatch) -> list[set[int]]:
+    """Each warm-start step's batch from now on, as the set of its examples' names (2nd
+    tokens)."""
+    seen, real = [], ws.sft_loss
+
+    def recording(lm, batch, *a, **k):
+        seen.append({ids[1] for ids, _ in batch})
+        return real(lm, batch, *a, **k)
+
+    monkeypatch.setattr(ws, "sft_loss", recording)
+    return seen
+
+
 def test_the_dagger_steps_draw_from_every_rounds_labels(tiny_dir, tmp_path, monkeypatch):
     """Round 1's steps train on its labels; round 2's on round 1's and round 2's together
     (DAgger's aggregate; RFT's rounds train on their own games alone)."""
-    seen = []
-    real = ws.sft_loss
-
-    def recording(lm, batch, *a, **k):
-        seen.append({ids[1] for ids, _ in batch})  # each fake label is named by its 2nd token
-        return real(lm, batch, *a, **k)
-
-    def fake_round(lm, tok, cfg, r):  # 3 labels a round, named 10+r*5+k
-        return ([([1, 10 + r * 5 + k, 2, 3], [0, 0, 1, 1]) for k in range(3)],
-                {"round": r + 1, "episodes": 8, "reward": 0.0, "success_rate": 0.0,
-                 "labeled": 3, "agreed": 0, "seconds": 0.0})
-
-    monkeypatch.setattr(ws, "sft_loss", recording)
-    monkeypatch.setattr(ws, "expert_relabeled", fake_round)
+    seen = record_batches(monkeypatch)
+    monkeypatch.setattr(ws, "expert_relabeled", named_round)
     cfg = dagger_cfg(tiny_dir, warmstart_rft_rounds=2, warmstart_batch_size=8)
     lm, tok = load_policy(str(tiny_dir), device="cpu")
     stats = ws.warm_start(lm, tok, cfg, tmp_path / "run" / "warmstart")
@@ -155,24 +164,11 @@ def test_with_demos_the_rounds_steps_also_draw_from_the_demonstrations(tiny_dir,
     """``warmstart_rft_with_demos``: each round's pool is the demonstrations and the round's
     examples (DAgger: every round's labels so far; RFT: its own kept games); the setting enters
     the warm start's marker, so a warm start made without it is not reused."""
-    seen = []
-    real = ws.sft_loss
-
-    def recording(lm, batch, *a, **k):
-        seen.append({ids[1] for ids, _ in batch})  # each fake example is named by its 2nd token
-        return real(lm, batch, *a, **k)
-
-    def fake_round(lm, tok, cfg, r):  # 3 examples a round, named 10+r*5+k
-        return ([([1, 10 + r * 5 + k, 2, 3], [0, 0, 1, 1]) for k in range(3)],
-                {"round": r + 1, "episodes": 8, "reward": 0.0, "success_rate": 0.0,
-                 "labeled": 3, "agreed": 0, "kept": 3, "kept_reward_min": 0.0,
-                 "seconds": 0.0})
-
-    monkeypatch.setattr(ws, "sft_loss", recording)
+    seen = record_batches(monkeypatch)
     monkeypatch.setattr(ws, "demonstrations",  # 2 demonstrations, named 50 and 51
                         lambda cfg, tok, seed: [([1, 50 + k, 2, 3], [0, 0, 1, 1]) for k in (0, 1)])
     monkeypatch.setattr(ws, "expert_relabeled" if labels == "expert" else "rejection_sampled",
-                        fake_round)
+                        named_round)
     cfg = dagger_cfg(tiny_dir, warmstart_rft_rounds=2, warmstart_batch_size=16,
                      warmstart_rft_labels=labels, warmstart_rft_with_demos=True)
     lm, tok = load_policy(str(tiny_dir), device="cpu")

@@ -192,12 +192,9 @@ def expert_relabeled(lm, tokenizer, cfg, round_index: int
     (``answer_logprobs``): an answer the model is nearest to sampling, not a word it cannot
     spell yet. A state where the model's move was any of them is left out (``agreed``).
 
-    Returns (labeled, stats): stats holds the round's sample (its ``episode_metrics``: what the
-    model scored while it played), the number of labeled states, of states left out because
-    the model's move was the expert's (``agreed``), the seconds, and with
-    ``"expert_likeliest"`` the mean number of answers scored per state with a choice
-    (``choices_scored``), the chosen labels' mean log-probability (``label_logprob``) and the
-    mean over those states of the scored answers' mean (``choice_logprob``)."""
+    Returns (labeled, stats): stats holds the round's sample (its ``episode_metrics``), the
+    labeled states, those left out (``agreed``), the seconds, and with ``"expert_likeliest"``
+    ``_likeliest_stats`` (answers scored per state, the labels' and the answers' log-probs)."""
     from .epoch import scalars
     from .evaluate import evaluate
     from ..games.base import ShownMistake
@@ -231,10 +228,7 @@ def expert_relabeled(lm, tokenizer, cfg, round_index: int
                           sample_seed=cfg.seed * 1000 + 555 + round_index)
     labeled: list[tuple[list[int], list[int]]] = []
     scored: list[list[float]] = []  # with a choice: the log-probabilities of its answers
-
-    def answer_ids(text: str) -> list[int]:  # as a ScriptedPolicy answer is tokenized
-        return encode(tokenizer, text) + [im_end]
-
+    answer_ids = lambda text: encode(tokenizer, text) + [im_end]  # noqa: E731 (a ScriptedPolicy's)
     for ep, turn, context, texts in states:
         if turn < len(ep.turns) and ep.turns[turn].action in {task.extract(t) for t in texts}:
             continue  # ALGO LOGIC: the model moved as the expert would: nothing to correct
@@ -621,12 +615,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
             saved_at, save_cost = time.time(), time.time() - t_save
         if pool_round != r:  # the pool changes: demonstrations, then each round's
             pool_round = r
-            # RFT trains on the round's kept games alone; DAgger on every round's labels so far;
-            # with warmstart_rft_with_demos either also on the demonstrations
-            since = r if cfg.warmstart_rft_labels == "own" else 0
-            pool = examples if r < 0 else (
-                (examples if cfg.warmstart_rft_with_demos else [])
-                + [(ids, mask) for rnd in rounds[since:r + 1] for ids, mask in rnd["episodes"]])
+            pool = _step_pool(cfg, examples, rounds, r)
             bottoms = frozen_bottoms(lm, split, pool, pad_id) if split else None
         # indices: rng.sample draws the same positions from range(n) as from the list itself
         picks = rng.sample(range(len(pool)), min(cfg.warmstart_batch_size, len(pool)))
@@ -649,6 +638,18 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     stats = _warm_start_stats(cfg, losses, rounds, seconds_before + time.time() - t0, kls)
     _save_result(lm, tokenizer, cfg, stats, out_dir, progress_dir)
     return stats
+
+
+def _step_pool(cfg, examples: list, rounds: list[dict[str, Any]], r: int
+               ) -> list[tuple[list[int], list[int]]]:
+    """What round ``r``'s steps draw from (r = -1: the demonstration steps'): the demonstrations
+    ``examples``; then RFT's round r's kept games alone, DAgger's every round's labels so far
+    (its aggregate); with ``warmstart_rft_with_demos`` either with the demonstrations too."""
+    if r < 0:
+        return examples
+    since = r if cfg.warmstart_rft_labels == "own" else 0
+    return ((examples if cfg.warmstart_rft_with_demos else [])
+            + [(ids, mask) for rnd in rounds[since:r + 1] for ids, mask in rnd["episodes"]])
 
 
 def _trainable_part(lm, cfg):
