@@ -345,7 +345,8 @@ WORDLE_PRESETS: dict[str, dict[str, Any]] = {
     # it wins 8 and 4 of 256 before PPO, 5 and 2 after (seeds 0 and 1 at 4371838; random words
     # 1 and 0), best greens 1.68-1.84 (random words 1.13-1.25); its reward stays below random
     # words' (~30% of its guesses invalid or repeated). The warm start is half the run: 29.5 min
-    # on a 2-core Intel Xeon (AMX) on 2026-11-29, an estimated 44-53 on the slower AMD EPYC.
+    # on a 2-core Intel Xeon (AMX) on 2026-11-29; 51.4 on the slower 2-core AMD EPYC (measured
+    # 2026-11-30: over the issue's 45 there; docs/benchmarks.md).
     # feedback "latest": the last board line, the greens in place, the letters (the compact
     # board, repeated in every message, made games ~900 tokens; ~610 without it).
     # repeat_penalty 0.1: a repeated guess wastes a turn as an invalid one does. lr 5e-5: at
