@@ -338,15 +338,15 @@ WORDLE_PRESETS: dict[str, dict[str, Any]] = {
     # SmolLM2: zero-shot every answer is chatter or emoji (32 held-out games, 100% invalid
     # guesses: docs/benchmarks.md), so every turn earns the same -0.1 and PPO has no signal.
     # The warm start plays the expert (tasks/wordle/solver.py::expert_guess: SOARE, CLINT, then
-    # answers consistent with every mark), 96 steps over 768 of its games (each seen once) on
+    # answers consistent with every mark), 64 steps over 512 of its games (each seen once) on
     # every layer (warmstart_all_layers); PPO then trains the top 4. The warm start of the top 4
     # only (48 steps of 256 games) learned the format but not to read the board, and PPO after
-    # it won no game (best greens 1.34, random words 1.19); on every layer and twice the games
-    # it wins 8 and 4 of 256 before PPO, 5 and 2 after (seeds 0 and 1 at 4371838; random words
-    # 1 and 0), best greens 1.68-1.84 (random words 1.13-1.25); its reward stays below random
-    # words' (~30% of its guesses invalid or repeated). The warm start is half the run: 29.5 min
-    # on a 2-core Intel Xeon (AMX) on 2026-11-29; 51.4 on the slower 2-core AMD EPYC (measured
-    # 2026-11-30: over the issue's 45 there; docs/benchmarks.md).
+    # it won no game (best greens 1.34, random words 1.19); on every layer, 96 steps over 768
+    # games won 8 and 4 of 256 before PPO, 5 and 2 after (seeds 0 and 1, Xeon; random words 1
+    # and 0), but took 51.4 min on the 2-core AMD EPYC, over the issue's 45. 64 steps over 512
+    # (since 2026-11-30) take 43.7 there and won 8 and 6 before PPO, 9 and 4 after (best greens
+    # 1.73, 1.77; random words 1.25, 1.13); the reward stays below random words' (~30% of
+    # the guesses invalid or repeated). docs/benchmarks.md.
     # feedback "latest": the last board line, the greens in place, the letters (the compact
     # board, repeated in every message, made games ~900 tokens; ~610 without it).
     # repeat_penalty 0.1: a repeated guess wastes a turn as an invalid one does. lr 5e-5: at
@@ -356,8 +356,8 @@ WORDLE_PRESETS: dict[str, dict[str, Any]] = {
     # max_new_tokens 8: a guess and <|im_end|> are 2-4 tokens; 16 only let zero-shot chatter
     # run on.
     "smollm2-135m": dict(max_new_tokens=8, reward_scale=1.0, warmstart=True,
-                         warmstart_all_layers=True, warmstart_examples=768,
-                         warmstart_steps=96, warmstart_batch_size=8, warmstart_lr=3e-4,
+                         warmstart_all_layers=True, warmstart_examples=512,
+                         warmstart_steps=64, warmstart_batch_size=8, warmstart_lr=3e-4,
                          epochs=8, lr=5e-5, feedback="latest", eval_episodes=256,
                          eval_batch_size=64,
                          task_config={"reward": {"repeat_penalty": 0.1}}),
