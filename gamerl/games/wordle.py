@@ -344,9 +344,9 @@ WORDLE_PRESETS: dict[str, dict[str, Any]] = {
     # it won no game (best greens 1.34, random words 1.19); on every layer, 96 steps over 768
     # games won 8 and 4 of 256 before PPO, 5 and 2 after (seeds 0 and 1, Xeon; random words 1
     # and 0), but took 51.4 min on the 2-core AMD EPYC, over the issue's 45. 64 steps over 512
-    # (since 2026-11-30) take 43.7 there and won 8 and 6 before PPO, 9 and 4 after (best greens
-    # 1.73, 1.77; random words 1.25, 1.13); the reward stays below random words' (~30% of
-    # the guesses invalid or repeated). docs/benchmarks.md.
+    # (since 2026-11-30) take 43.7 and 42.7 min there and won 8 and 6 before PPO, 9 and 4 after
+    # (best greens 1.73, 1.77; random words 1.25, 1.13); the reward stays below random words'
+    # (~30% of the guesses invalid or repeated). docs/benchmarks.md.
     # feedback "latest": the last board line, the greens in place, the letters (the compact
     # board, repeated in every message, made games ~900 tokens; ~610 without it).
     # repeat_penalty 0.1: a repeated guess wastes a turn as an invalid one does. lr 5e-5: at
