@@ -222,7 +222,9 @@ def load_checkpoint_lm(ckpt: Path, cfg, device=None):
         base = str(base) if base is not None and base.exists() else cfg.model
         if base != cfg.model:
             check_checkpoint(Path(base))
-        policy, tok = load_lora_policy(base, ckpt, trainable=False, device=device)
+        policy, tok = load_lora_policy(base, ckpt, trainable=False, device=device,
+                                       load_in_4bit=cfg.load_in_4bit,
+                                       attn_implementation=cfg.attn_implementation)
         return policy.lm, tok
     return load_policy(str(ckpt), device=device)
 

@@ -177,8 +177,9 @@ def test_with_demos_the_rounds_steps_also_draw_from_the_demonstrations(tiny_dir,
     assert seen[2] == seen[3] == {50, 51, 10, 11, 12}
     assert seen[4] == seen[5] == ({50, 51, 10, 11, 12, 15, 16, 17} if labels == "expert"
                                   else {50, 51, 15, 16, 17})
-    assert ws._marker(cfg)["warmstart_rft_with_demos"] is True
-    assert "warmstart_rft_with_demos" not in ws._marker(cfg.replace(warmstart_rft_with_demos=False))
+    made = tmp_path / "run" / "warmstart"
+    assert ws.cached_warm_start(cfg, made) is not None
+    assert ws.cached_warm_start(cfg.replace(warmstart_rft_with_demos=False), made) is None
 
 
 def test_a_dagger_warm_start_runs_end_to_end_on_the_password_game(tiny_dir, tmp_path):
@@ -192,13 +193,6 @@ def test_a_dagger_warm_start_runs_end_to_end_on_the_password_game(tiny_dir, tmp_
     assert {"loss_first", "loss_last", "reward", "success_rate"} <= set(round_stats)
     assert ws.cached_warm_start(cfg, tmp_path / "run" / "warmstart") == json.loads(
         json.dumps(stats))
-
-
-def test_the_labels_setting_enters_the_marker_only_when_it_is_the_experts(tiny_dir):
-    # warm starts made with RFT before the setting existed must still be found
-    assert "warmstart_rft_labels" not in ws._marker(
-        dagger_cfg(tiny_dir, warmstart_rft_labels="own"))
-    assert "warmstart_rft_labels" in ws._marker(dagger_cfg(tiny_dir))
 
 
 def test_answer_logprobs_equal_a_plain_forward_of_each_answer(tiny_dir):

@@ -121,3 +121,41 @@ def test_lora_resume_refuses_damaged_adapters(lora_run, tmp_path):
         f.write(bytes(1024))
     with pytest.raises(RuntimeError, match="adapter_model.safetensors"):
         Trainer(trainer.cfg.replace(epochs=3), copy, resume=True)
+
+
+@pytest.mark.slow
+def test_lora_resume_loads_the_base_as_the_run_did(tiny_dir, tmp_path):
+    """A resumed LoRA run loads its base with the run's own gradient_checkpointing and
+    attn_implementation (before: load_lora_policy dropped both, and a QLoRA run's 4-bit), so
+    the resumed policy is the one that saved, setting for setting."""
+    from gamerl.models import unwrap_lm
+
+    cfg = lora_cfg(epochs=1, gradient_checkpointing=True, attn_implementation="eager")
+    first = Trainer(cfg, tmp_path / "run")
+    first.train()
+    resumed = Trainer(cfg.replace(epochs=2), tmp_path / "run", resume=True)
+    try:
+        for trainer in (first, resumed):
+            lm = unwrap_lm(trainer.policy.lm)
+            assert lm.is_gradient_checkpointing, "gradient checkpointing is off"
+            assert lm.config._attn_implementation == "eager"
+    finally:
+        resumed.close()
+
+
+def test_lora_policy_loads_a_4bit_base_when_the_run_did(tiny_dir, tmp_path, monkeypatch):
+    """load_in_4bit reaches the loader on resume too (4-bit itself needs CUDA: recorded here)."""
+    from gamerl.models import PolicyWithValue, load_policy, lora
+
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    PolicyWithValue(lora.apply_lora(lm, lora.LoraSettings(rank=2))).save(tmp_path / "ckpt", tok)
+    calls = []
+
+    def fake_4bit(name, **kw):
+        calls.append(kw)
+        return load_policy(name, device="cpu")
+
+    monkeypatch.setattr(lora, "load_4bit", fake_4bit)
+    lora.load_lora_policy(str(tiny_dir), tmp_path / "ckpt", load_in_4bit=True,
+                          gradient_checkpointing=True, attn_implementation="eager")
+    assert calls == [{"gradient_checkpointing": True, "attn_implementation": "eager"}]

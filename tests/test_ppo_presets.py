@@ -291,7 +291,7 @@ def test_advantage_estimators_are_a_registry_with_one_signature():
     assert get_config("qwen3-0.6b", task="wordle").estimator_name == "grpo"
 
     @ppo.register_advantage_estimator("last_reward", uses_critic=False, whiten=False)
-    def last_reward(rewards, values, mask, group_ids, gamma, lam):
+    def last_reward(rewards, values, mask, group_ids, gamma, lam, bootstrap):
         adv = rewards.sum(-1, keepdim=True).expand_as(rewards) * mask
         return adv, adv
 
@@ -356,3 +356,85 @@ def test_policy_losses_are_a_registry_that_ppo_loss_follows():
             ppo_loss(new, mb, unknown)
     finally:
         del ppo.POLICY_LOSSES["reinforce_test"]
+
+
+# ----------------------------------------------------------------------------- the trainer's edges
+
+
+def _random_value_head(policy):
+    torch.manual_seed(3)
+    for p in policy.value_head.parameters():  # a head that is not 0, so V(cut) shows
+        torch.nn.init.normal_(p, std=0.5)
+
+
+@pytest.mark.parametrize("estimator", ["gae_turn", "gae_token"])
+def test_an_episode_cut_by_the_context_budget_bootstraps_from_its_value(tiny, estimator):
+    """A truncated episode is not a terminal one: the return at its last policy token is
+    r + gamma * V(cut), V of the state it was cut in (after the feedback and the next assistant
+    header); an episode that ended keeps r. Before, both got r."""
+    lm, tok = tiny
+    policy, ref = PolicyWithValue(lm), load_reference(lm)
+    _random_value_head(policy)
+    cfg = small_cfg(max_steps=3, max_context_tokens=285, kl_coef=0.0,
+                    discount_per=estimator.removeprefix("gae_"))
+    assert cfg.estimator_name == estimator
+    batch, _ = batch_for(policy, ref, tok, cfg)
+    cut = [ep.context_exhausted for ep in batch.episodes]
+    assert any(cut) and not all(cut)
+    with torch.no_grad():
+        _, values = policy(batch.input_ids, batch.attention_mask)
+    for i, ep in enumerate(batch.episodes):
+        n = len(ep.token_ids)
+        last = int(batch.mask[i].nonzero().max())
+        expected = float(batch.rewards[i, last])
+        if ep.context_exhausted:
+            assert last < n - 1  # the feedback and the next header came after the answer
+            expected += cfg.gamma * float(values[i, n - 1])
+        assert float(batch.returns[i, last]) == pytest.approx(expected, abs=1e-5)
+
+
+def test_a_model_s_own_sampling_settings_do_not_reach_generate(tiny):
+    """A repetition penalty shipped in the model's generation_config (Qwen2.5-Instruct ships
+    one) changed what generate() sampled but not what scoring saw: the recorded and the
+    recomputed log-probs parted. Generate's path (the GPU's, cuda_graphs') now samples the
+    run's own distribution only."""
+    lm, tok = tiny
+    policy, ref = PolicyWithValue(lm), load_reference(lm)
+    lm.generation_config.repetition_penalty = 1.3
+    lm.generation_config.no_repeat_ngram_size = 2
+    try:  # cuda_graphs: transformers' generate samples (uncompiled on a CPU)
+        _, stats = batch_for(policy, ref, tok, small_cfg(top_k=0, top_p=1.0, cuda_graphs=True))
+        assert stats["check/gen_vs_old_mismatch"] == 0, stats
+        assert lm.generation_config.repetition_penalty == 1.3  # the model's config is put back
+    finally:
+        lm.generation_config.repetition_penalty = None
+        lm.generation_config.no_repeat_ngram_size = None
+
+
+@pytest.mark.parametrize("loss_agg", ["token-mean", "seq-mean-token-mean"])
+def test_the_gradient_does_not_depend_on_the_micro_batch_size(tiny, loss_agg):
+    """Accumulating micro-batches gives the whole minibatch's gradient for every loss term and
+    every loss_agg (before: with seq-mean-token-mean the value, entropy and KL terms were token
+    means inside each micro-batch, weighted by rows)."""
+    import copy
+
+    lm, tok = tiny
+    policy, ref = PolicyWithValue(lm), load_reference(lm)
+    _random_value_head(policy)
+    # 2 or 3 turns a game (the context budget cuts some): rows of unequal token counts
+    cfg = small_cfg(loss_agg=loss_agg, entropy_coef=0.01, kl_coef=0.05, kl_in_reward=False,
+                    vf_coef=0.5, max_grad_norm=1e9, max_steps=3, max_context_tokens=285)
+    batch, _ = batch_for(policy, ref, tok, cfg)
+    assert len(set(batch.mask.sum(-1).tolist())) > 1
+
+    def step(micro_batch_size) -> torch.Tensor:
+        """The change one ppo_update makes with plain SGD at lr 1: minus the gradient."""
+        model = copy.deepcopy(policy)
+        before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+        ppo_update(model, torch.optim.SGD(model.parameters(), lr=1.0), batch,
+                   cfg.replace(minibatch_size=len(batch), micro_batch_size=micro_batch_size))
+        return torch.cat([p.detach().flatten() for p in model.parameters()]) - before
+
+    whole, one_by_one = step(None), step(1)
+    assert whole.abs().max() > 0
+    assert torch.allclose(whole, one_by_one, rtol=1e-4, atol=1e-6)

@@ -147,11 +147,48 @@ def test_a_warm_start_killed_after_a_round_was_played_does_not_play_it_again(
         assert torch.allclose(p, q, atol=1e-6), name
 
 
-def test_a_warm_start_made_without_rft_keeps_its_marker(tiny_dir):
-    # runs whose warm start predates RFT must still find it cached (resume refuses otherwise)
-    plain = ws._marker(rft_cfg(tiny_dir, warmstart_rft_rounds=0))
-    assert not set(ws.RFT_KEYS) & set(plain)
-    assert set(ws.RFT_KEYS) <= set(ws._marker(rft_cfg(tiny_dir)))
+# (setting, another value): each changes what the warm start trains on: how later turns render
+# (feedback, the context budget) and which of its own games an RFT round keeps (the rewards)
+CHANGES_THE_DATA = [("feedback", "full"), ("max_context_tokens", 300), ("reward_per_rule", 2.0),
+                    ("length_penalty", 0.05), ("episode_bonus", 3.0), ("bonus_min_rules", 2),
+                    ("reward_mode", "absolute"), ("warmstart_rft_keep", 0.5), ("top_p", 1.0)]
+
+
+@pytest.fixture(scope="module")
+def rft_warm_start(tiny_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("rft_key") / "warmstart"
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    ws.warm_start(lm, tok, rft_cfg(tiny_dir), out)
+    return out
+
+
+@pytest.mark.parametrize("name,value", CHANGES_THE_DATA)
+def test_a_setting_the_warm_start_read_misses_its_cache(tiny_dir, rft_warm_start, name, value):
+    """The cache is keyed on every setting the warm start read (derived from what ran, not a
+    list kept by hand): before, feedback and the context budget counted only with RFT rounds
+    on, and the reward settings never, so a changed setting reused a stale warm start."""
+    assert ws.cached_warm_start(rft_cfg(tiny_dir), rft_warm_start) is not None
+    assert getattr(rft_cfg(tiny_dir), name) != value
+    assert ws.cached_warm_start(rft_cfg(tiny_dir, **{name: value}), rft_warm_start) is None
+
+
+def test_without_rounds_the_feedback_still_keys_the_cache(tiny_dir, tmp_path):
+    """The demonstrations' later turns render the feedback within the context budget: a
+    warm start without RFT rounds depends on both too (before, only with rounds)."""
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    ws.warm_start(lm, tok, rft_cfg(tiny_dir, warmstart_rft_rounds=0), tmp_path / "ws")
+    plain = rft_cfg(tiny_dir, warmstart_rft_rounds=0)
+    assert ws.cached_warm_start(plain, tmp_path / "ws") is not None
+    for name, value in (("feedback", "full"), ("max_context_tokens", 300)):
+        assert ws.cached_warm_start(plain.replace(**{name: value}), tmp_path / "ws") is None
+
+
+def test_settings_the_warm_start_never_read_keep_its_cache(tiny_dir, rft_warm_start):
+    """PPO's own settings (more epochs on resume, another learning rate) and how the run is
+    shown keep the warm start."""
+    cfg = rft_cfg(tiny_dir, epochs=99, lr=1e-3, clip_range=0.3, progress=True,
+                  warmstart_checkpoint_seconds=60)
+    assert ws.cached_warm_start(cfg, rft_warm_start) is not None
 
 
 @pytest.mark.parametrize("bad", [dict(warmstart_rft_keep=0.0), dict(warmstart_rft_keep=1.5),

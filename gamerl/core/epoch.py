@@ -28,7 +28,8 @@ an index, which is what ``ppo.compute_gae`` expects. ``mask`` is 1 on policy tok
 
 ``compute_advantages``: env rewards (on each turn's last policy token) x ``reward_scale``;
 optionally minus ``kl_coef`` x KL(pi_old || pi_ref) on every policy token (the KL-in-reward way);
-token-level GAE skipping environment tokens (``ppo.compute_gae``), or GRPO group advantages;
+token-level GAE skipping environment tokens (``ppo.compute_gae``; an episode cut by the context
+budget bootstraps from the value where it was cut), or GRPO group advantages;
 then whitening over the batch's policy tokens.
 
 ``ppo_update``: ``ppo_epochs`` passes over shuffled minibatches of episodes: clipped policy loss
@@ -78,6 +79,7 @@ class PolicyPass:
     entropy: Optional[torch.Tensor] = None  # [B, T] of the sampling distribution at t
     support: Optional[torch.Tensor] = None  # [N, V/8] packed supports (derive_support=True)
     trunk_cache: Optional[torch.Tensor] = None  # [B, T, H] the frozen bottom's output (split)
+    last_values: Optional[torch.Tensor] = None  # [B] V(state after each row's last token)
 
 
 def _policy_positions(input_ids: torch.Tensor, mask: Optional[torch.Tensor],
@@ -126,13 +128,18 @@ def forward_policy(policy: PolicyWithValue, input_ids: torch.Tensor,
                 trunk_input = cache = prefix_share.trunk_hidden(
                     split.bottom, input_ids, attention_mask, share=share_prefix)
         hidden = split.top_states(trunk_input, attention_mask)
-    values = F.pad(policy.value_head(hidden)[:, :-1], (1, 0))  # V(state before token t)
+    all_values = policy.value_head(hidden)  # [B, T]: V(state after token t)
+    values = F.pad(all_values[:, :-1], (1, 0))  # V(state before token t)
+    # V(state after the row's last token; rows are right padded): a truncated episode's bootstrap
+    last = (attention_mask.sum(-1) - 1).clamp(min=0)
+    last_values = all_values.gather(1, last[:, None]).squeeze(1)
     sel = _policy_positions(input_ids, mask, attention_mask)
     scores = score_tokens(hidden[:, :-1][sel], lm_head(policy.lm), input_ids[:, 1:][sel],
                           sampling, support=support, derive_support=derive_support,
                           with_entropy=with_entropy, entropy_grad=entropy_grad)
     entropy = _scatter(sel, scores.entropy) if with_entropy else None
-    return PolicyPass(_scatter(sel, scores.logprobs), values, entropy, scores.support, cache)
+    return PolicyPass(_scatter(sel, scores.logprobs), values, entropy, scores.support, cache,
+                      last_values)
 
 
 @torch.no_grad()
@@ -189,6 +196,10 @@ class PPOBatch:
     old_values: torch.Tensor  # V_old (the critic at collection time)
     ref_logprobs: torch.Tensor  # pi_ref, the frozen reference
     group_ids: torch.Tensor  # [B] which game seed (GRPO groups)
+    # [B] what GAE bootstraps from after a row's last answer: V_old of the state where the
+    # episode was cut (truncated: the context budget ran out, the game went on), 0 where the
+    # episode ended (terminated, or played its max_turns)
+    bootstrap_values: Optional[torch.Tensor] = None
     # The sampling supports (top-k/top-p) of the policy tokens, [N, V/8] packed, in row-major
     # order of mask[:, 1:]; support_index [B, T] is each policy token's row in it (-1 elsewhere).
     # None when sampling does not truncate.
@@ -211,8 +222,8 @@ class PPOBatch:
     # added here once and cannot be forgotten by one caller (tests/test_lost_sessions.py checks
     # that every [B, ...] tensor of a collected batch is listed).
     PER_ROW = ("input_ids", "attention_mask", "mask", "env_rewards", "gen_logprobs",
-               "old_logprobs", "old_values", "ref_logprobs", "group_ids", "support_index",
-               "trunk_cache", "rewards", "advantages", "returns")
+               "old_logprobs", "old_values", "ref_logprobs", "group_ids", "bootstrap_values",
+               "support_index", "trunk_cache", "rewards", "advantages", "returns")
 
     @property
     def scores_deferred(self) -> bool:
@@ -279,7 +290,7 @@ def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
             score_seconds=time.time() - t1, dtype=unwrap_lm(policy.lm).dtype,
             deferred_reference=reference)
     sampling = Sampling.from_config(cfg)
-    old_logprobs, old_values, ref_logprobs, supports, caches = [], [], [], [], []
+    old_logprobs, old_values, ref_logprobs, supports, caches, last = [], [], [], [], [], []
     was_training = policy.training
     policy.eval()
     with torch.no_grad():
@@ -290,6 +301,7 @@ def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
                                  share_prefix=cfg.share_prefix)
             old_logprobs.append(old.logprobs)
             old_values.append(old.values)
+            last.append(old.last_values)
             supports.append(old.support)
             caches.append(old.trunk_cache)
             ref_logprobs.append(reference_logprobs(reference, ids, am, sampling, mask=m,
@@ -299,6 +311,8 @@ def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
                                                    share_prefix=cfg.share_prefix))
     policy.train(was_training)
     support = torch.cat(supports) if supports[0] is not None else None
+    truncated = torch.tensor([ep.context_exhausted for ep in episodes], device=policy.device)
+    bootstrap = torch.where(truncated, torch.cat(last).float(), 0.0)
     return PPOBatch(
         episodes=episodes, input_ids=tb.input_ids, attention_mask=tb.attention_mask,
         mask=tb.mask, env_rewards=tb.rewards, gen_logprobs=tb.gen_logprobs,
@@ -306,7 +320,7 @@ def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
         ref_logprobs=torch.cat(ref_logprobs).float(), support=support,
         support_index=None if support is None else support_rows(tb.mask),
         trunk_cache=torch.cat(caches) if caches[0] is not None else None,
-        group_ids=group_ids(seeds).to(policy.device),
+        group_ids=group_ids(seeds).to(policy.device), bootstrap_values=bootstrap,
         rollout_seconds=t1 - t0, score_seconds=time.time() - t1, dtype=unwrap_lm(policy.lm).dtype)
 
 
@@ -381,7 +395,7 @@ def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
         kl = ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator)
         rewards = rewards - cfg.kl_coef * torch.where(m, kl, torch.zeros_like(kl))
     advantages, returns = estimator.fn(rewards, batch.old_values, mask, batch.group_ids,
-                                       cfg.gamma, cfg.lam)
+                                       cfg.gamma, cfg.lam, batch.bootstrap_values)
     raw = advantages
     if estimator.whiten and cfg.whiten_advantages:
         advantages = ppo.masked_whiten(advantages, mask)
@@ -438,16 +452,18 @@ def ppo_loss(new, mb: dict[str, torch.Tensor], cfg: TrainConfig
     policy_loss = ppo.get_policy_loss(cfg.policy_loss)  # "ppo_clip": ppo.ppo_policy_loss
     pg = policy_loss(new.logprobs, mb["old_logprobs"], mb["advantages"], mb["mask"],
                      cfg.loss_agg, cfg)
+    # every term reduced as the policy loss is (cfg.loss_agg), so that micro_batch_weight
+    # makes the accumulated gradient the whole minibatch's for each of them
     v_loss, v_clip = ppo.ppo_value_loss(new.values, mb["old_values"], mb["returns"], mb["mask"],
-                                        cfg.value_clip_range)
-    ent = ppo.masked_mean(new.entropy, mb["mask"])
+                                        cfg.value_clip_range, cfg.loss_agg)
+    ent = ppo.agg_loss(new.entropy, mb["mask"], cfg.loss_agg)
     loss = pg.loss - cfg.entropy_coef * ent
     if use_critic:
         loss = loss + cfg.vf_coef * v_loss
     if cfg.kl_coef > 0 and not (cfg.kl_in_reward and use_critic):
         # an estimator whose gradient is a KL's (TrainConfig refuses k1 here)
-        kl = ppo.masked_mean(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"],
-                                            cfg.kl_loss_estimator), mb["mask"])
+        kl = ppo.agg_loss(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"],
+                                         cfg.kl_loss_estimator), mb["mask"], cfg.loss_agg)
         loss = loss + cfg.kl_coef * kl
     else:  # logged only
         with torch.no_grad():
@@ -485,7 +501,7 @@ def _ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch
         order = torch.randperm(n)
         for start in range(0, n, cfg.minibatch_size):
             rows = order[start:start + cfg.minibatch_size]
-            mb_tokens = batch.mask[rows].sum().clamp(min=1)
+            mb_mask = batch.mask[rows]
             micro = cfg.micro_batch_size or len(rows)
             optimizer.zero_grad(set_to_none=True)
             finite = True
@@ -509,11 +525,7 @@ def _ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch
                 if not ppo.all_finite(loss):  # the NaN guard, part 1: never backprop a nan
                     finite = False
                     break
-                # Weight each micro-batch by its share of the minibatch, so the accumulated
-                # gradient is that of one loss over the whole minibatch (token- or episode-mean).
-                weight = (mb["mask"].sum() / mb_tokens if cfg.loss_agg == "token-mean"
-                          else torch.tensor(len(mb["input_ids"]) / len(rows)))
-                (loss * weight).backward()
+                (loss * micro_batch_weight(mb["mask"], mb_mask, cfg.loss_agg)).backward()
                 tokens_seen += int(mb["attention_mask"].sum())
                 for k, v in {**parts, "loss": loss}.items():
                     stats[k].append(float(v.detach()) if torch.is_tensor(v) else float(v))
@@ -544,6 +556,17 @@ def _ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch
             batch.deferred_stats.update(late)
         out.update({k: v for k, v in late.items() if k.startswith("check/")})
     return out
+
+
+def micro_batch_weight(micro_mask: torch.Tensor, minibatch_mask: torch.Tensor,
+                       loss_agg: str) -> torch.Tensor:
+    """A micro-batch's share of its minibatch: what its loss is multiplied by so that the
+    accumulated gradient is that of one loss over the whole minibatch. ``token-mean``: its
+    share of the policy tokens; ``seq-mean-token-mean``: its share of the rows that have a
+    policy token (the rows ``ppo.agg_loss`` averages over)."""
+    if loss_agg == "token-mean":
+        return micro_mask.sum() / minibatch_mask.sum().clamp(min=1)
+    return (micro_mask.any(-1).sum() / minibatch_mask.any(-1).sum().clamp(min=1)).float()
 
 
 def _score_in_update(batch: PPOBatch, rows: torch.Tensor, mb: dict[str, Any], new: PolicyPass,
@@ -656,5 +679,5 @@ def without_lost(batch: PPOBatch) -> PPOBatch:
 
 __all__ = ["LOGPROB_TOLERANCE", "PPOBatch", "PolicyPass", "check_logprobs", "collect",
            "compute_advantages", "deterministic_backward", "epoch_seeds", "forward_policy",
-           "group_ids", "make_optimizer", "ppo_loss", "ppo_update", "prefixed", "reference_logprobs", "resolve_dtype", "scalars",
+           "group_ids", "make_optimizer", "micro_batch_weight", "ppo_loss", "ppo_update", "prefixed", "reference_logprobs", "resolve_dtype", "scalars",
            "scores_in_update", "seed_everything", "support_rows", "without_lost"]

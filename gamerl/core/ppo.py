@@ -167,6 +167,7 @@ def compute_gae(
     mask: torch.Tensor,
     gamma: float = 0.99,
     lam: float = 0.95,
+    bootstrap: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Token-level Generalized Advantage Estimation for multi-turn episodes.
 
@@ -179,6 +180,9 @@ def compute_gae(
         mask: ``[batch, tokens]`` 1 on policy tokens.
         gamma: discount per POLICY token.
         lam: GAE lambda; 1 gives Monte-Carlo returns minus V, 0 gives the one-step TD error.
+        bootstrap: ``[batch]`` the value of the state after each row's last policy token: 0
+            where the episode ended (terminated), V(cut) where it was cut short (truncated: the
+            context budget ran out while the game went on). None: every row terminated.
 
     Returns:
         ``(advantages, returns)``, both ``[batch, tokens]``, float32 (or float64 if the
@@ -193,8 +197,11 @@ def compute_gae(
         delta_t = r_t + gamma * V_next - V_t
         A_t     = delta_t + gamma * lam * A_next
 
-    where V_next / A_next belong to the next POLICY token of the same row (0 after the last
-    one: the episode ends there). Environment/prompt/padding tokens (mask 0) are skipped:
+    where V_next / A_next belong to the next POLICY token of the same row; after the last one
+    V_next is ``bootstrap`` (0 when the episode ended there) and A_next is 0. WHY bootstrap: a
+    truncated episode is not a terminal one (Gymnasium's terminated/truncated split); the turns
+    it did not get to play would still have paid, and a target of r alone teaches the critic
+    that long answers lead nowhere. Environment/prompt/padding tokens (mask 0) are skipped:
     the running V_next and A_next pass straight through them, so the last token of turn k
     bootstraps from V(first token of turn k+1) and the gap costs no discount. WHY: the
     environment's reply is part of the state transition, not an action; the critic's value
@@ -205,7 +212,7 @@ def compute_gae(
     m = _as_bool(mask)
     f64 = dict(dtype=torch.float64, device=m.device)  # exact factors; the scan casts them
     return _gae_scan(rewards, values, m, torch.full(m.shape, gamma, **f64),
-                     torch.full(m.shape, lam, **f64), "compute_gae")
+                     torch.full(m.shape, lam, **f64), "compute_gae", bootstrap)
 
 
 def turn_ends(mask: torch.Tensor) -> torch.Tensor:
@@ -227,10 +234,11 @@ def compute_turn_gae(
     mask: torch.Tensor,
     gamma: float = 0.99,
     lam: float = 0.95,
+    bootstrap: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Turn-level GAE: ``gamma`` and ``lam`` act between TURNS; inside an answer both are 1.
 
-    Same arguments, outputs and mask-0 handling as ``compute_gae``. The only difference is
+    Same arguments (``bootstrap`` included), outputs and mask-0 handling as ``compute_gae``. The only difference is
     where the discount is applied: from the last token of turn k to the first token of turn
     k+1 (``turn_ends``), and nowhere else. So for every token t of turn k, ending at token L::
 
@@ -249,12 +257,12 @@ def compute_turn_gae(
     ends = turn_ends(m)
     one = torch.ones(m.shape, dtype=torch.float64, device=m.device)
     return _gae_scan(rewards, values, m, torch.where(ends, gamma, one),
-                     torch.where(ends, lam, one), "compute_turn_gae")
+                     torch.where(ends, lam, one), "compute_turn_gae", bootstrap)
 
 
 def _gae_scan(rewards: torch.Tensor, values: torch.Tensor, m: torch.Tensor,
-              gamma_t: torch.Tensor, lam_t: torch.Tensor, name: str
-              ) -> tuple[torch.Tensor, torch.Tensor]:
+              gamma_t: torch.Tensor, lam_t: torch.Tensor, name: str,
+              bootstrap: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The GAE recursion with a per-token discount: ``gamma_t[b, t]`` / ``lam_t[b, t]`` are
     the factors from policy token t to the NEXT policy token of its row (skipping mask-0
     tokens). ``compute_gae`` passes constants, ``compute_turn_gae`` puts them on turn ends."""
@@ -280,7 +288,10 @@ def _gae_scan(rewards: torch.Tensor, values: torch.Tensor, m: torch.Tensor,
     lam_t = lam_t.to(dtype=dtype, device=v.device)
     batch, n_tokens = v.shape
     advantages = torch.zeros_like(v)
-    next_value = torch.zeros(batch, dtype=dtype, device=v.device)  # V of next policy token
+    # V of the next policy token; after a row's last one, the state the episode stopped in:
+    # 0 if it ended there, V(cut) if it was truncated (compute_gae's ``bootstrap``)
+    next_value = (torch.zeros(batch, dtype=dtype, device=v.device) if bootstrap is None
+                  else bootstrap.to(dtype=dtype, device=v.device).clone())
     next_adv = torch.zeros(batch, dtype=dtype, device=v.device)  # A of next policy token
     # Loop over tokens (vectorised over the batch): the recursion is sequential in t.
     for t in reversed(range(n_tokens)):
@@ -362,8 +373,9 @@ def compute_grpo_advantages(
 @dataclass(frozen=True)
 class AdvantageEstimator:
     """One way to turn rewards into advantages and returns, with one signature:
-    ``fn(rewards [B, T], values [B, T], mask [B, T], group_ids [B], gamma, lam)`` ->
-    ``(advantages [B, T], returns [B, T])``, 0 on mask-0 tokens.
+    ``fn(rewards [B, T], values [B, T], mask [B, T], group_ids [B], gamma, lam, bootstrap [B])``
+    -> ``(advantages [B, T], returns [B, T])``, 0 on mask-0 tokens (``bootstrap``: V where an
+    episode was truncated, 0 where it ended; ``compute_gae``).
 
     ``uses_critic``: it needs the value head's estimates (and trains it: the value loss, the
     KL-in-reward penalty and explained variance apply); ``whiten``: its advantages are then
@@ -404,21 +416,22 @@ def get_advantage_estimator(name: str) -> AdvantageEstimator:
 
 
 @register_advantage_estimator("gae_turn", uses_critic=True, whiten=True)
-def _gae_per_turn(rewards, values, mask, group_ids, gamma, lam):
+def _gae_per_turn(rewards, values, mask, group_ids, gamma, lam, bootstrap=None):
     """GAE with gamma and lam applied between turns (every token of an answer shares it)."""
-    return compute_turn_gae(rewards, values, mask, gamma, lam)
+    return compute_turn_gae(rewards, values, mask, gamma, lam, bootstrap)
 
 
 @register_advantage_estimator("gae_token", uses_critic=True, whiten=True)
-def _gae_per_token(rewards, values, mask, group_ids, gamma, lam):
+def _gae_per_token(rewards, values, mask, group_ids, gamma, lam, bootstrap=None):
     """verl's per-token GAE: gamma and lam applied at every policy token."""
-    return compute_gae(rewards, values, mask, gamma, lam)
+    return compute_gae(rewards, values, mask, gamma, lam, bootstrap)
 
 
 @register_advantage_estimator("grpo", uses_critic=False, whiten=False)
-def _grpo(rewards, values, mask, group_ids, gamma, lam):
+def _grpo(rewards, values, mask, group_ids, gamma, lam, bootstrap=None):
     """The episode's return against the other plays of its game (its group); the returns are
-    advantage + value, only for the log (no critic learns from them)."""
+    advantage + value, only for the log (no critic learns from them). No critic, so nothing
+    to bootstrap a truncated episode from: its return is what it earned."""
     advantages = compute_grpo_advantages(rewards.sum(-1), group_ids, mask)
     returns = torch.where(_as_bool(mask), advantages + values, torch.zeros_like(advantages))
     return advantages, returns
@@ -481,8 +494,9 @@ def agg_loss(loss_mat: torch.Tensor, mask: torch.Tensor, loss_agg: str = "token-
     bias (e.g. long wrong answers are penalised less per token) traded for per-episode
     balance (original GRPO).
 
-    Note: with gradient accumulation over micro-batches, "token-mean" per micro-batch is
-    not the token mean of the whole batch; the trainer has to rescale if that matters.
+    Every term of the PPO loss (policy, value, entropy, KL) is reduced the same way, so one
+    weight per micro-batch (``epoch.micro_batch_weight``) makes their accumulated gradient
+    that of the whole minibatch, whatever the micro-batch size.
     """
     m = _as_bool(mask)
     if loss_agg == "token-mean":
@@ -663,6 +677,7 @@ def ppo_value_loss(
     returns: torch.Tensor,
     mask: torch.Tensor,
     clip_range_value: Optional[float] = 0.2,
+    loss_agg: str = "token-mean",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Clipped value loss ``0.5 * max((V - R)^2, (clip(V, V_old - c, V_old + c) - R)^2)``.
 
@@ -673,9 +688,10 @@ def ppo_value_loss(
         mask: ``[batch, tokens]``.
         clip_range_value: c, in units of the returns (so it must match the reward scale);
             None disables clipping (plain 0.5 * MSE).
+        loss_agg: how the per-token losses are reduced (``agg_loss``): the policy loss's.
 
     Returns:
-        ``(loss, value_clip_fraction)``: the masked token-mean loss (differentiable, 0-dim)
+        ``(loss, value_clip_fraction)``: the masked loss reduced by ``loss_agg`` (differentiable, 0-dim)
         and the detached fraction of masked tokens where the clipped term is strictly
         larger (the tokens whose value gradient is switched off).
 
@@ -693,7 +709,7 @@ def ppo_value_loss(
     else:
         values_clipped = old_values + (values - old_values).clamp(-clip_range_value, clip_range_value)
         loss_clipped = (values_clipped - returns).square()
-    loss = 0.5 * masked_mean(torch.maximum(loss_unclipped, loss_clipped), m)
+    loss = 0.5 * agg_loss(torch.maximum(loss_unclipped, loss_clipped), m, loss_agg)
     with torch.no_grad():
         clip_fraction = masked_mean((loss_clipped > loss_unclipped).to(loss_unclipped.dtype), m)
     return loss, clip_fraction.detach()

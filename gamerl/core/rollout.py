@@ -42,17 +42,18 @@ The action in an answer is the task's ``extract`` (every game uses the rule of
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Optional, Protocol, Sequence
+from typing import Any, Callable, Iterator, Optional, Protocol, Sequence
 
 import torch
-from transformers import LogitsProcessor
+from transformers import GenerationConfig, LogitsProcessor
 
 from ..progress import tqdm
 
 from ..games.base import Task, TooManySessionsError, instance_seed
 from ..games.registry import get_task
-from ..models import ENDOFTEXT, IM_END, chat_prompt
+from ..models import ENDOFTEXT, IM_END, chat_prompt, unwrap_lm
 from ..models.kv_cache import CACHE_ARG, cache_of, fixed_cache, plain_cache
 from .decode import sample_turn
 from .scoring import Sampling, SampledLogprobs, sampling_processors
@@ -223,6 +224,30 @@ def stop_token_ids(lm, tokenizer) -> list[int]:
     return sorted(i for i in ids if i is not None)
 
 
+# What generate() may keep of a model's own generation_config: token ids and how it caches and
+# compiles. Nothing that shapes the distribution (a shipped repetition_penalty, min_p,
+# no_repeat_ngram_size, suppressed tokens, ...): scoring applies only the run's own temperature,
+# top-k and top-p, so anything else would make PPO optimise a policy other than the one that
+# played. A whitelist, so that a processor a later transformers adds is left out too.
+GENERATION_CONFIG_KEPT = ("bos_token_id", "eos_token_id", "pad_token_id",
+                          "decoder_start_token_id", "cache_implementation", "compile_config")
+
+
+@contextmanager
+def only_run_sampling(lm) -> Iterator[None]:
+    """For the duration, ``lm``'s ``generation_config`` holds only ``GENERATION_CONFIG_KEPT``:
+    generate() fills every setting a call leaves unset from the model's own config, so the
+    model's sampling settings must be absent there, not merely overridden."""
+    model = unwrap_lm(lm)
+    own = model.generation_config
+    model.generation_config = GenerationConfig(**{
+        k: getattr(own, k) for k in GENERATION_CONFIG_KEPT if getattr(own, k, None) is not None})
+    try:
+        yield
+    finally:
+        model.generation_config = own
+
+
 class LMPolicy:
     """A causal LM as a TurnPolicy: one batched, left-padded ``generate`` call per turn.
 
@@ -299,11 +324,12 @@ class LMPolicy:
                 processors.append(recorder)
             sampling = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
                             logits_processor=processors)
-        out = self.lm.generate(
-            input_ids=ids, attention_mask=mask, **{CACHE_ARG: past},
-            max_new_tokens=cfg.max_new_tokens, eos_token_id=self.stop_ids,
-            pad_token_id=tok.pad_token_id, use_cache=True, return_dict_in_generate=True,
-            **sampling)
+        with only_run_sampling(self.lm):
+            out = self.lm.generate(
+                input_ids=ids, attention_mask=mask, **{CACHE_ARG: past},
+                max_new_tokens=cfg.max_new_tokens, eos_token_id=self.stop_ids,
+                pad_token_id=tok.pad_token_id, use_cache=True, return_dict_in_generate=True,
+                **sampling)
         width = ids.shape[1]
         self.decoded_row_steps += ids.shape[0] * max(out.sequences.shape[1] - width - 1, 0)
         recorded = recorder.finish(out.sequences[:, width:]) if recorder is not None else None
@@ -688,5 +714,6 @@ def summarize(episodes: Sequence[Episode], cfg) -> dict[str, Any]:
 
 __all__ = ["Answer", "Episode", "LMPolicy", "RolloutConfig", "ScriptedPolicy", "TokenBatch",
            "Turn", "TurnPolicy", "append_tokens", "drop_lost", "encode", "end_if_out_of_room",
-           "env_turn_ids", "episodes_to_batch", "first_messages", "new_episode", "play_turn",
+           "env_turn_ids", "episodes_to_batch", "first_messages", "new_episode", "only_run_sampling",
+           "play_turn",
            "rollout", "stop_token_ids", "summarize"]

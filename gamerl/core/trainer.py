@@ -29,9 +29,9 @@ from .evaluate import eval_instances, evaluate, format_table, local_env_factory,
 from ..games.registry import get_task
 from .curriculum import Curriculum
 from .ppo import get_policy_loss
-from ..models.lora import LoraSettings, apply_lora, load_4bit, load_lora_policy
+from ..models.lora import LoraSettings, apply_lora, load_base, load_lora_policy
 from ..models import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, load_policy,
-                              load_reference)
+                      load_reference, set_gradient_checkpointing)
 from .replay import FailureReplay
 from ..runs.code_version import code_version, host
 from ..runs.rundir import RunLock, open_run
@@ -183,9 +183,7 @@ class Trainer:
                 self.policy = PolicyWithValue.load(last, device=self.reference.device,
                                                    dtype=self.reference.dtype,
                                                    attn_implementation=cfg.attn_implementation)
-                if cfg.gradient_checkpointing:
-                    self.policy.lm.gradient_checkpointing_enable(
-                        gradient_checkpointing_kwargs={"use_reentrant": False})
+                set_gradient_checkpointing(self.policy.lm, cfg.gradient_checkpointing)
         if cfg.trainable_layers:  # the top layers train; the frozen bottom runs once an epoch
             freeze_below_top_layers(self.policy.lm, cfg.trainable_layers)
             self.policy.split = SplitTrunk.of(self.policy.lm, cfg.trainable_layers)
@@ -268,21 +266,16 @@ class Trainer:
         weights with ``load_in_4bit`` (CUDA + bitsandbytes; gamerl.models.lora says so
         otherwise)."""
         cfg = self.cfg
+        base = dict(device=device, dtype=dtype, load_in_4bit=cfg.load_in_4bit,
+                    gradient_checkpointing=cfg.gradient_checkpointing,
+                    attn_implementation=cfg.attn_implementation)
         if last is not None:
-            policy, tok = load_lora_policy(init, last, trainable=True, device=device, dtype=dtype)
-        else:
-            if cfg.load_in_4bit:
-                lm, tok = load_4bit(init, gradient_checkpointing=cfg.gradient_checkpointing,
-                                    attn_implementation=cfg.attn_implementation)
-            else:
-                lm, tok = load_policy(init, device=device, dtype=dtype,
-                                      gradient_checkpointing=cfg.gradient_checkpointing,
-                                      attn_implementation=cfg.attn_implementation)
-            settings = LoraSettings.from_dict(dict(
-                rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
-                target_modules=cfg.lora_target_modules))
-            policy = PolicyWithValue(apply_lora(lm, settings))
-        return policy, tok
+            return load_lora_policy(init, last, trainable=True, **base)
+        lm, tok = load_base(init, **base)
+        settings = LoraSettings.from_dict(dict(
+            rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
+            target_modules=cfg.lora_target_modules))
+        return PolicyWithValue(apply_lora(lm, settings)), tok
 
     def stage(self) -> Optional[dict]:
         """The curriculum's current stage as train_instances takes it (None: no curriculum)."""

@@ -42,6 +42,7 @@ written.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -428,36 +429,82 @@ def sft_kl_loss(lm, reference, batch: list[tuple[list[int], list[int]]], pad_id:
 
 def warm_start_layers(cfg) -> Optional[int]:
     """How many top layers the warm start trains (None: every layer): PPO's
-    ``trainable_layers``, or every layer with ``warmstart_all_layers``."""
+    ``trainable_layers``, or every layer with ``warmstart_all_layers``. Its cache is keyed on
+    the layers trained, under ``trainable_layers``: a warm start on every layer is the same model
+    whichever layers PPO trains after it."""
+    if isinstance(cfg, SettingsRead):
+        return cfg.derived("trainable_layers", warm_start_layers)
     return None if cfg.warmstart_all_layers else cfg.trainable_layers
 
 
-def _marker(cfg) -> dict[str, Any]:
-    keys = ("model", "task", "task_config", "seed", "num_rules", "max_steps", "system_prompt",
-            "warmstart_examples",
-            "warmstart_steps", "warmstart_batch_size", "warmstart_lr", "warmstart_extra_prob",
-            "warmstart_demos",
-            "train_seed_start", "train_seed_count")
-    if cfg.warmstart_shown_mistakes:  # only then: warm starts made before it stay valid
-        keys += ("warmstart_shown_mistakes",)
-    if cfg.warmstart_rft_rounds:  # only then: a warm start made without RFT stays valid
-        keys += RFT_KEYS
-        if cfg.warmstart_rft_labels != "own":  # only then: RFT warm starts stay valid
-            keys += ("warmstart_rft_labels",)
-        if cfg.warmstart_rft_with_demos:  # only then: warm starts made before it stay valid
-            keys += ("warmstart_rft_with_demos",)
-    if cfg.warmstart_kl_coef:  # only then: warm starts made before it stay valid
-        keys += ("warmstart_kl_coef",)
-    # The layers the warm start trained, under the key it always had: a warm start on every
-    # layer is the same model whichever layers PPO trains after it.
-    return {**{k: getattr(cfg, k) for k in keys}, "trainable_layers": warm_start_layers(cfg)}
+class SettingsRead:
+    """``cfg`` as the warm start sees it: every setting read through it, by the warm start or
+    by anything it hands ``cfg`` to (the game's demonstrations, environments, rollouts), is
+    remembered in ``read``. The cache is keyed on exactly those settings and their values
+    (``marker``): the list is derived from what ran, so a setting that changes the warm start's
+    data (the feedback, the context budget, the rewards RFT keeps by) can never be left out of
+    it, and one it never reads (PPO's epochs, say) never invalidates it. A deterministic warm
+    start that reads the same values reads the same settings and makes the same model."""
+
+    # Not the warm start's data: how this process shows the run, how often it saves progress.
+    # The model it starts from and its dtype are handed to it loaded, so they are read here.
+    OPERATIONAL = ("warmstart_checkpoint_seconds",)
+    INPUTS = ("model", "dtype")
+
+    def __init__(self, cfg, read: Optional[set[str]] = None):
+        object.__setattr__(self, "_cfg", cfg)
+        object.__setattr__(self, "read", set(self.INPUTS) if read is None else read)
+
+    def derived(self, name: str, of: Callable[[Any], Any]) -> Any:
+        """``of(cfg)``, keyed as the setting ``name`` (``_setting``), its inputs not recorded."""
+        self.read.add(name)
+        return of(object.__getattribute__(self, "_cfg"))
+
+    def __getattr__(self, name: str) -> Any:
+        from ..config.train_config import PRESENTATION_FIELDS, SECTIONS, SETTING_SECTION
+
+        cfg = object.__getattribute__(self, "_cfg")
+        if name in SETTING_SECTION:
+            if name not in PRESENTATION_FIELDS + self.OPERATIONAL:
+                self.read.add(name)
+            return getattr(cfg, name)
+        if name in SECTIONS:  # a section read whole: its settings are recorded as read
+            return SettingsRead(getattr(cfg, name), self.read)
+        raw = inspect.getattr_static(cfg, name)
+        if isinstance(raw, property):  # the config's own properties and methods read through
+            return raw.fget(self)  # this recorder too
+        if inspect.isfunction(raw):
+            return raw.__get__(self)
+        return getattr(cfg, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"the warm start reads settings, never sets them ({name})")
+
+    def marker(self) -> dict[str, Any]:
+        """The settings read so far, by flat name, with their values as config.json has them."""
+        cfg = object.__getattribute__(self, "_cfg")
+        return {name: _setting(cfg, name) for name in sorted(self.read)}
 
 
-# What a rejection-sampling round depends on besides the demonstrations' settings: its own
-# sizes, and how the model samples and sees the games it plays.
-RFT_KEYS = ("warmstart_rft_rounds", "warmstart_rft_episodes", "warmstart_rft_keep",
-            "warmstart_rft_steps", "temperature", "top_p", "top_k", "max_new_tokens",
-            "max_context_tokens", "feedback")
+def _setting(cfg, name: str) -> Any:
+    """A setting of a warm start's key, as saved: ``trainable_layers`` means the layers the
+    warm start trains (``warm_start_layers``)."""
+    return _as_saved(warm_start_layers(cfg) if name == "trainable_layers" else getattr(cfg, name))
+
+
+def _as_saved(value: Any) -> Any:
+    """A setting's value as JSON gives it back (tuples as lists), so that a marker read from
+    disk compares equal to the settings that wrote it."""
+    return json.loads(json.dumps(value))
+
+
+def _same_settings(marker: Any, cfg) -> bool:
+    """Whether ``cfg`` has every setting of a warm start's ``marker`` at the value it had."""
+    from ..config.train_config import SETTING_SECTION
+
+    return (isinstance(marker, dict) and bool(marker)
+            and all(name in SETTING_SECTION and _setting(cfg, name) == value
+                    for name, value in marker.items()))
 
 
 def _save_progress(path: Path, cfg, lm, optimizer, rng: random.Random, losses: list[float],
@@ -472,7 +519,7 @@ def _save_progress(path: Path, cfg, lm, optimizer, rng: random.Random, losses: l
         save_model(lm, str(tmp / WEIGHTS_FILE))  # safetensors; handles tied embeddings
         torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
         (tmp / PROGRESS_FILE).write_text(json.dumps(
-            {"settings": _marker(cfg), "losses": losses, "seconds": seconds,
+            {"settings": cfg.marker(), "losses": losses, "seconds": seconds,
              "sampler": [version, list(internal), gauss], "rft_rounds": rounds,
              "kls": kls}) + "\n")
 
@@ -491,9 +538,10 @@ def _load_progress(path: Path, cfg, lm, optimizer, rng: random.Random
     except (CheckpointError, OSError, ValueError) as e:
         log.warning("warm start: not continuing from %s (%s); starting over", path, e)
         return [], 0.0, [], []
-    if data.get("settings") != _marker(cfg):
+    if not _same_settings(data.get("settings"), cfg):
         log.warning("warm start: %s was made with other settings; starting over", path)
         return [], 0.0, [], []
+    cfg.read.update(data["settings"])  # what the steps before the kill read
     load_model(lm, str(path / WEIGHTS_FILE))
     optimizer.load_state_dict(load_tensors(path / OPTIMIZER_FILE))
     version, internal, gauss = data["sampler"]
@@ -585,6 +633,7 @@ def warm_start(lm, tokenizer, cfg, out_dir: str | Path, progress: bool = False) 
     out_dir = Path(out_dir)
     progress_dir = out_dir.parent / PROGRESS_DIR
     t0 = time.time()
+    cfg = SettingsRead(cfg)  # the settings it reads are its cache's key
     examples = demonstrations(cfg, tokenizer, seed=cfg.seed)
     rng = random.Random(cfg.seed + 1)
     split, reference = _trainable_part(lm, cfg)
@@ -679,7 +728,7 @@ def _save_result(lm, tokenizer, cfg, stats: dict[str, Any], out_dir: Path,
     def write(tmp: Path) -> None:
         lm.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / MARKER).write_text(json.dumps({"settings": _marker(cfg), "stats": stats},
+        (tmp / MARKER).write_text(json.dumps({"settings": cfg.marker(), "stats": stats},
                                              indent=2, sort_keys=True) + "\n")
 
     atomic_write_dir(out_dir, write)
@@ -705,9 +754,9 @@ def cached_warm_start(cfg, out_dir: str | Path) -> Optional[dict[str, Any]]:
     if find_checkpoint(out_dir) is None:
         return None
     data = json.loads((Path(out_dir) / MARKER).read_text())
-    return data["stats"] if data.get("settings") == _marker(cfg) else None
+    return data["stats"] if _same_settings(data.get("settings"), cfg) else None
 
 
-__all__ = ["PROGRESS_DIR", "answer_logits", "answer_logprobs", "cached_warm_start",
+__all__ = ["PROGRESS_DIR", "SettingsRead", "answer_logits", "answer_logprobs", "cached_warm_start",
            "demonstrations", "exact_kl", "expert_relabeled", "frozen_bottoms", "rejection_sampled",
            "sft_kl_loss", "sft_loss", "warm_start", "warm_start_layers"]

@@ -236,19 +236,42 @@ def load_adapters(base_lm: nn.Module, directory: str | Path, trainable: bool = T
         return PeftModel.from_pretrained(base_lm, str(directory), is_trainable=trainable)
 
 
+def load_base(name: str, *, device: str | torch.device | None = None,
+              dtype: torch.dtype | None = None, load_in_4bit: bool = False,
+              gradient_checkpointing: bool = False, attn_implementation: Optional[str] = None):
+    """``(model, tokenizer)``: the base that LoRA adapters sit on, loaded as the run's settings
+    say: 4-bit on the GPU (``load_4bit``, QLoRA) or as ``load_policy`` loads it. A fresh run and
+    its resume both load through here, so a resumed run has the policy and KL reference that
+    the saved run had, setting for setting."""
+    if load_in_4bit:
+        return load_4bit(name, gradient_checkpointing=gradient_checkpointing,
+                         attn_implementation=attn_implementation)
+    from . import load_policy
+
+    return load_policy(name, device=device, dtype=dtype,
+                       gradient_checkpointing=gradient_checkpointing,
+                       attn_implementation=attn_implementation)
+
+
 def load_lora_policy(base: str, directory: str | Path, *, trainable: bool = True,
-                     device: str | torch.device | None = None, dtype: torch.dtype | None = None):
+                     device: str | torch.device | None = None, dtype: torch.dtype | None = None,
+                     load_in_4bit: bool = False, gradient_checkpointing: bool = False,
+                     attn_implementation: Optional[str] = None):
     """``(PolicyWithValue, tokenizer)`` from a directory that ``PolicyWithValue.save`` wrote for
     a LoRA policy (adapters + value_head.pt [+ tokenizer]), on top of the base model ``base``
-    ("tiny", a hub id or a directory: what the run started from). The resume path of a LoRA
-    run: ``PolicyWithValue.load`` cannot read such a directory (it holds no base weights)."""
-    from . import VALUE_HEAD_FILE, PolicyWithValue, load_policy, load_tokenizer
+    ("tiny", a hub id or a directory: what the run started from), loaded with the run's own
+    ``load_in_4bit``, ``gradient_checkpointing`` and ``attn_implementation`` (``load_base``).
+    The resume path of a LoRA run: ``PolicyWithValue.load`` cannot read such a directory (it
+    holds no base weights)."""
+    from . import VALUE_HEAD_FILE, PolicyWithValue, load_tokenizer
 
     directory = Path(directory)
     head_file = directory / VALUE_HEAD_FILE
     if not head_file.exists():
         raise FileNotFoundError(f"{head_file} not found: not saved by PolicyWithValue.save")
-    lm, tokenizer = load_policy(base, device=device, dtype=dtype)
+    lm, tokenizer = load_base(base, device=device, dtype=dtype, load_in_4bit=load_in_4bit,
+                              gradient_checkpointing=gradient_checkpointing,
+                              attn_implementation=attn_implementation)
     if (directory / "tokenizer_config.json").exists():
         tokenizer = load_tokenizer(str(directory))
     policy = PolicyWithValue(load_adapters(lm, directory, trainable=trainable))
@@ -297,5 +320,6 @@ def merge_adapters(base: str, adapters: str | Path, output: str | Path, *,
 
 
 __all__ = ["ADAPTER_CONFIG", "ADAPTER_WEIGHTS", "LoraSettings", "QWEN3_TARGET_MODULES",
-           "adapter_disabled", "apply_lora", "load_4bit", "load_adapters", "load_lora_policy",
+           "adapter_disabled", "apply_lora", "load_4bit", "load_adapters", "load_base",
+           "load_lora_policy",
            "merge_adapters", "quantization_config", "save_adapters", "trainable_parameters"]
