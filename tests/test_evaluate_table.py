@@ -87,3 +87,36 @@ def test_a_report_columns_title_is_the_one_place_its_header_is_filled():
     assert col.title({"num_rules": 12, "task": "password_game"}) == "rules satisfied (of 12)"
     assert col.title({"task": "password_game"}) == col.title() == "rules satisfied"
     assert ReportColumn("reward", "reward").title({}) == "reward"
+
+
+def test_distinct_games_counts_the_games_a_player_meets():
+    """The first 9 rules carry no per-game data: 100 seeds (training and held-out alike) give
+    one game with 6 or 9 rules and 100 with 12. Wordle's games are its answers."""
+    from gamerl.config import get_config
+    from gamerl.core.evaluate import distinct_games, eval_instances
+
+    seeds = list(range(50)) + list(range(1_000_000, 1_000_050))
+    for rules, games in ((6, 1), (9, 1), (12, 100)):
+        assert distinct_games(get_config("tiny", num_rules=rules), seeds) == games
+    wordle = get_config("tiny", task="wordle", eval_episodes=64)
+    assert distinct_games(wordle, eval_instances(wordle)) == 64
+    # the validation games are other answers than the test games
+    val = {g["answer"] for g in eval_instances(wordle, split="validation")}
+    assert not val & {g["answer"] for g in eval_instances(wordle)}
+
+
+def test_an_evaluation_of_one_game_says_so(tiny_dir, caplog):
+    """Every evaluation reports its distinct games, and warns when they are one."""
+    import logging
+
+    from gamerl.config import get_config
+    from gamerl.core.evaluate import evaluate
+    from gamerl.models import load_policy
+
+    cfg = get_config("tiny", num_rules=4, max_steps=1, max_new_tokens=8, eval_episodes=4,
+                     warmstart=False, device="cpu", progress=False)
+    lm, tok = load_policy(str(tiny_dir), device="cpu")
+    with caplog.at_level(logging.WARNING, logger="gamerl"):
+        metrics = evaluate(lm, tok, cfg.eval_seeds(), cfg)
+    assert metrics["distinct_games"] == 1
+    assert "all one game" in caplog.text

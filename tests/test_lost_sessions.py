@@ -167,7 +167,7 @@ def test_without_lost_keeps_every_row_field_aligned(tiny_dir, tmp_path):
 
     from gamerl.core.epoch import PPOBatch, collect, without_lost
 
-    cfg = cfg_for(tiny_dir, trainable_layers=1)
+    cfg = cfg_for(tiny_dir, trainable_layers=1, top_k=8, top_p=0.9)  # supports to keep too
     trainer = Trainer(cfg, tmp_path / "run")
     try:
         batch = collect(trainer.policy, trainer.reference, trainer.tokenizer,

@@ -222,3 +222,28 @@ def test_forward_policy_matches_recorded_logprobs_of_truncated_sampling(tiny):
             full = forward_policy(PolicyWithValue(lm), ids, torch.ones_like(ids),
                                   Sampling(0.7), mask=mask)
         assert (out.logprobs >= full.logprobs - 1e-6).all()
+
+
+@pytest.mark.parametrize("preset", ["tiny", "smollm2-135m", "smollm2-135m-r12", "qwen3-0.6b"])
+def test_a_confident_sampled_token_gets_a_gradient_under_the_training_sampling(preset):
+    """Under the original notebook's top-p 0.9 a token of probability 0.95 was alone in its
+    support: log-prob exactly 0, no gradient, no KL, whatever its advantage. The presets'
+    training rollouts sample the whole distribution, so it is scored and pushed like any
+    other token."""
+    from gamerl.config import get_config
+
+    cfg = get_config(preset, device="cpu")
+    sampling = Sampling.from_config(cfg)
+    assert not sampling.truncates(vocab_size=50_000)
+    # p_T(token 0) at the preset's temperature: e^(z0/T) / sum = 0.95 or more
+    hidden = torch.tensor([[6.0 * cfg.temperature, 0.0, 0.0, 0.0, 0.0]], requires_grad=True)
+    scores = score_tokens(hidden, Identity(), torch.tensor([0]), sampling, derive_support=True)
+    assert math.exp(float(scores.logprobs[0])) >= 0.95
+    scores.logprobs.sum().backward()
+    assert float(hidden.grad.abs().sum()) > 0
+    # the evaluation's sampling (top-p 0.9) would have frozen it
+    frozen = torch.tensor([[6.0 * cfg.temperature, 0.0, 0.0, 0.0, 0.0]], requires_grad=True)
+    evaluation = Sampling(cfg.eval_temperature, cfg.eval_top_k, cfg.eval_top_p)
+    lp = score_tokens(frozen, Identity(), torch.tensor([0]), evaluation, derive_support=True)
+    lp.logprobs.sum().backward()
+    assert float(lp.logprobs[0]) == 0.0 and float(frozen.grad.abs().sum()) == 0.0

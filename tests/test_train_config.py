@@ -67,3 +67,15 @@ def test_config_json_keeps_flat_names_and_old_files_load(tmp_path):
     # a file written by section loads too
     path.write_text(json.dumps({"optim": {"lr": 7e-5}, "password_game": {"num_rules": 9}}))
     assert (TrainConfig.load(path).lr, TrainConfig.load(path).num_rules) == (7e-5, 9)
+
+
+@pytest.mark.parametrize("moved", [dict(val_seed_start=1_000_010),  # validation into test
+                                   dict(val_seed_start=50),  # validation into training
+                                   dict(eval_seed_start=99_990)])  # test into training
+def test_overlapping_seed_ranges_are_refused(moved):
+    """Training, validation and test games never share a seed: the validation games choose
+    best/, the test games are reported, and neither may be trained on."""
+    with pytest.raises(ValueError, match="overlap"):
+        get_config("tiny", **moved)
+    ranges = get_config("tiny").seed_ranges()
+    assert set(ranges) == {"train", "validation", "test"}

@@ -275,32 +275,77 @@ def test_fresh_run_refuses_to_overwrite_a_checkpoint(setup, tmp_path):
         Trainer(cfg, tmp_path)
 
 
-def test_best_is_chosen_on_held_out_rewards_only_when_evaluating(tiny_dir, tmp_path,
-                                                                  monkeypatch):
-    """With eval_every, best/ compares held-out rewards only (the evaluated epochs, the last
-    one's being the final evaluation), never a training batch's reward on other games. Before
-    the fix, epoch 3's batch reward (50, on training games) beat epoch 2's held-out 1.0 and was
-    kept as best (issue 22, defect 2)."""
+def test_best_is_chosen_on_validation_rewards_only_when_evaluating(tiny_dir, tmp_path,
+                                                                   monkeypatch):
+    """With eval_every, best/ compares the validation games' rewards only (every eval_every
+    epochs and after the last), never a training batch's reward and never the test games',
+    which are reported and choose nothing."""
     import gamerl.core.trainer as trainer_module
 
     cfg = get_config("tiny", model=str(tiny_dir), epochs=3, eval_every=2, eval_episodes=2,
-                     warmstart=False, wandb_mode="disabled", progress=False, device="cpu")
+                     val_episodes=2, warmstart=False, wandb_mode="disabled", progress=False,
+                     device="cpu", eval_greedy=False)
     trainer = Trainer(cfg, tmp_path / "run")
     batch_rewards = iter([10.0, 0.0, 50.0])
-    held_out = iter([0.2, 1.0, 0.5])  # baseline, after epoch 2, final (after epoch 3)
+    rewards = {"test": iter([0.2, 9.0]),  # baseline, final (after epoch 3)
+               "validation": iter([1.0, 0.5])}  # after epoch 2, after epoch 3
+    asked = []
 
     def fake_epoch(epoch):
         return {"kind": "epoch", "epoch": epoch, "rollout/reward": next(batch_rewards),
                 "rollout/success_rate": 0.0, "update/skipped_updates": 0}
 
-    def fake_evaluate(n=None, greedy=False, name=None):
-        return {"reward": next(held_out), "success_rate": 0.0, "episodes": 2, "turns": 1.0,
-                "rules_satisfied": 1.0, "per_rule_pass_rate": [0.0] * cfg.num_rules}
+    def fake_evaluate(n=None, greedy=False, name=None, split="test"):
+        asked.append(split)
+        return {"reward": next(rewards[split]), "success_rate": 0.0, "episodes": 2,
+                "turns": 1.0, "rules_satisfied": 1.0, "distinct_games": 2,
+                "per_rule_pass_rate": [0.0] * cfg.num_rules}
 
     monkeypatch.setattr(trainer, "train_epoch", fake_epoch)
     monkeypatch.setattr(trainer, "evaluate", fake_evaluate)
     monkeypatch.setattr(trainer_module, "save_figures", lambda *a, **k: [])
     summary = trainer.train()
-    assert summary["best_epoch"] == 2  # epoch 2 (counted from 1): held-out 1.0 beats the final 0.5
+    assert asked == ["test", "validation", "validation", "test"]
+    assert summary["best_epoch"] == 2  # validation 1.0 beats 0.5; the test's 9.0 chooses nothing
     state = json.loads((tmp_path / "run" / "best" / "trainer_state.json").read_text())
     assert state["best_reward"] == 1.0 and state["best_epoch"] == 1  # the trainer's 0-based index
+    assert summary["seed_ranges"] == {"train": [0, 99_999], "validation": [2_000_000, 2_000_001],
+                                      "test": [1_000_000, 1_000_001]}
+
+
+def test_best_holds_the_weights_that_earned_its_score(tiny_dir, tmp_path, monkeypatch):
+    """Without eval_every, best/ is chosen on the training batch's reward, which the weights
+    that sampled it earned: they are saved before the update. A stub reward that equals the
+    epoch index makes every epoch the best so far; best/ must then hold the weights that played
+    the last epoch, not the ones its update made (before the fix it held those)."""
+    import gamerl.core.trainer as trainer_module
+    from gamerl.core.rollout import summarize
+
+    cfg = get_config("tiny", model=str(tiny_dir), epochs=3, episodes_per_epoch=4,
+                     minibatch_size=4, ppo_epochs=1, max_steps=1, num_rules=4, max_new_tokens=8,
+                     eval_episodes=2, warmstart=False, wandb_mode="disabled", progress=False,
+                     device="cpu", eval_greedy=False)
+    trainer = Trainer(cfg, tmp_path / "run")
+    sampled = []
+    collect_batch = trainer.collect_batch
+
+    def recording(epoch):  # the weights that play this epoch
+        sampled.append({k: v.detach().clone() for k, v in trainer.policy.lm.state_dict().items()})
+        return collect_batch(epoch)
+
+    def epoch_reward(episodes, c):  # the stub: the batch's reward is its epoch's index
+        return {**summarize(episodes, c), "reward": float(len(sampled) - 1)}
+
+    monkeypatch.setattr(trainer, "collect_batch", recording)
+    monkeypatch.setattr(trainer_module, "summarize", epoch_reward)
+    monkeypatch.setattr(trainer_module, "save_figures", lambda *a, **k: [])
+    summary = trainer.train()
+    assert summary["best_epoch"] == 2  # the weights after 2 updates played epoch 3
+    from safetensors.torch import load_file
+
+    best = load_file(tmp_path / "run" / "best" / "model.safetensors")
+    final = trainer.policy.lm.state_dict()
+    changed = [k for k in best if not torch.equal(sampled[-1][k], final[k])]
+    assert changed, "the last update changed no weight: the test cannot tell them apart"
+    for k in best:
+        assert torch.equal(best[k], sampled[-1][k]), k

@@ -96,10 +96,14 @@ class GameSettings:
 @dataclass
 class SamplingSettings:
     """How answers are sampled, and how much of a conversation fits."""
-    max_new_tokens: int = 256  # per turn (seed: 256)
-    temperature: float = 0.7  # seed: 0.7. Also divides the logits in every log-prob we compute,
-    top_p: float = 0.9  # so the policy PPO optimises is the one that sampled (as verl does).
-    top_k: int = 50
+    max_new_tokens: int = 256  # per turn (the original notebook: 256)
+    # Training rollouts sample the whole distribution at ``temperature`` (top-p 1, top-k off, as
+    # verl and TRL do): under a truncated support a token sampled alone in it scores log-prob 0,
+    # no gradient and no KL, so PPO could never push down a confident mistake. The temperature
+    # also divides the logits in every log-prob PPO computes: it optimises the policy that played.
+    temperature: float = 0.7
+    top_p: float = 1.0
+    top_k: int = 0  # 0: off
     max_context_tokens: int = 4096  # an episode that would outgrow this ends before its next turn
     # GPU, opt-in: decode with a static KV cache compiled into CUDA graphs (a Qwen3-0.6B decode
     # step 7.1x faster in bench/decode_graphs_bench.py on an H200; the rollout's steady speed is
@@ -110,12 +114,23 @@ class SamplingSettings:
 
 
 @dataclass
+class EvaluationSettings:
+    """How evaluations sample: as the original notebook did (temperature 0.7, top-p 0.9, top-k
+    50); with eval_greedy the final evaluation also plays greedy (argmax), as a second row."""
+    eval_temperature: float = 0.7
+    eval_top_p: float = 0.9
+    eval_top_k: int = 50
+    eval_greedy: bool = True
+
+
+@dataclass
 class ScheduleSettings:
     """How long the run is, and when it evaluates and saves."""
     seed: int = 0  # torch / numpy / python RNG and the order of training game seeds
     epochs: int = 3  # seed: 3
     episodes_per_epoch: int = 20  # seed: 20
-    eval_episodes: int = 32  # held-out games per evaluation
+    eval_episodes: int = 32  # test games, played by every reported evaluation
+    val_episodes: int = 32  # validation games, played every eval_every epochs
     # Held-out games played at once (0: all of them). Their KV caches live together: 256
     # SmolLM2 Wordle games at once peak at 16.5 GB; a PPO run that played them 64 at a time
     # peaked at 6.9 GB, against 18.9 GB for one batch (docs/benchmarks.md).
@@ -129,7 +144,11 @@ class InstanceSettings:
     """Which games are played: the seed ranges, a curriculum, failure replay."""
     train_seed_start: int = 0  # training games use seeds [start, start + count)
     train_seed_count: int = 100_000
-    eval_seed_start: int = 1_000_000  # held-out games: [eval_seed_start, + eval_episodes)
+    # Three disjoint ranges of game seeds: training; validation (val_episodes games, which only
+    # choose best/ when eval_every evaluates during training); test (eval_episodes games, which
+    # every reported number comes from, never used to choose anything).
+    eval_seed_start: int = 1_000_000  # test games: [eval_seed_start, + eval_episodes)
+    val_seed_start: int = 2_000_000  # validation games: [val_seed_start, + val_episodes)
     # Curriculum (OpenSpiel, the Password Game): None, "default" (gamerl/core/curriculum.py:
     # OpenSpiel easy -> medium -> hard at 60% / 50% / 40% success; the Password Game the first
     # 6 -> 12 -> 26 rules, up to num_rules, at 50%) or a list of stage dicts {"name", "games",
@@ -315,6 +334,7 @@ class OutputSettings:
 SECTIONS: dict[str, type] = {
     "network": NetworkSettings, "adapters": AdapterSettings, "game": GameSettings,
     "password_game": PasswordGameSettings, "sampling": SamplingSettings,
+    "evaluation": EvaluationSettings,
     "schedule": ScheduleSettings, "instances": InstanceSettings, "optim": OptimSettings,
     "ppo": PPOSettings, "advantage": AdvantageSettings, "kl": KLSettings,
     "demos": DemonstrationSettings, "sft": WarmStartSettings, "rft": RFTSettings,
@@ -346,6 +366,7 @@ class TrainConfig:
     game: GameSettings
     password_game: PasswordGameSettings
     sampling: SamplingSettings
+    evaluation: EvaluationSettings
     schedule: ScheduleSettings
     instances: InstanceSettings
     optim: OptimSettings
@@ -444,7 +465,8 @@ class TrainConfig:
              + ", ".join(repr(x) for x in styles))
         need(self.wandb_mode in ("offline", "online", "disabled"),
              "wandb_mode: 'offline', 'online' or 'disabled'")
-        need(self.temperature > 0, "temperature must be > 0 (use evaluate(greedy=True) for argmax)")
+        need(self.temperature > 0 and self.eval_temperature > 0,
+             "temperature and eval_temperature must be > 0 (eval_greedy adds an argmax row)")
         need(self.max_new_tokens >= 1, "max_new_tokens >= 1")
         need(self.warmstart_checkpoint_seconds >= 0, "warmstart_checkpoint_seconds >= 0")
         need(self.warmstart_kl_coef >= 0, "warmstart_kl_coef >= 0 (0: no KL to the base model)")
@@ -474,13 +496,17 @@ class TrainConfig:
         if self.advantage_estimator == "grpo":
             need(self.group_size >= 2 and self.episodes_per_epoch % self.group_size == 0,
                  "grpo needs group_size >= 2 dividing episodes_per_epoch")
-        # Held-out evaluation must never see a training game.
-        train = range(self.train_seed_start, self.train_seed_start + self.train_seed_count)
-        evals = range(self.eval_seed_start, self.eval_seed_start + self.eval_episodes)
-        need(self.train_seed_count >= 1 and self.eval_episodes >= 0, "seed ranges must be non-empty")
+        # Training, validation and test games never share a seed.
+        need(self.train_seed_count >= 1 and self.eval_episodes >= 0 and self.val_episodes >= 0,
+             "seed ranges must be non-empty")
         need(self.eval_batch_size >= 0, "eval_batch_size must be >= 0 (0: every game at once)")
-        need(train.stop <= evals.start or evals.stop <= train.start,
-             f"train seeds {train} and eval seeds {evals} overlap")
+        ranges = self.seed_ranges()
+        for i, (a, ra) in enumerate(ranges.items()):
+            for b, rb in list(ranges.items())[i + 1:]:
+                need(ra.stop <= rb.start or rb.stop <= ra.start or not len(ra) or not len(rb),
+                     f"the {a} seeds {ra.start}..{ra.stop - 1} and the {b} seeds "
+                     f"{rb.start}..{rb.stop - 1} overlap: move one (train_seed_start, "
+                     "val_seed_start, eval_seed_start)")
 
     # ------------------------------------------------------------------ helpers
     def train_seeds(self) -> range:
@@ -494,8 +520,19 @@ class TrainConfig:
             return f"gae_{self.discount_per}"
         return self.advantage_estimator
 
-    def eval_seeds(self, n: Optional[int] = None) -> list[int]:
-        return list(range(self.eval_seed_start, self.eval_seed_start + (n or self.eval_episodes)))
+    def seed_ranges(self) -> dict[str, range]:
+        """The seeds of the training, validation and test games."""
+        return {"train": self.train_seeds(),
+                "validation": range(self.val_seed_start, self.val_seed_start + self.val_episodes),
+                "test": range(self.eval_seed_start, self.eval_seed_start + self.eval_episodes)}
+
+    def eval_seeds(self, n: Optional[int] = None, split: str = "test") -> list[int]:
+        """The first ``n`` seeds of the test games (or of the validation games), by default all."""
+        if split not in ("test", "validation"):
+            raise ValueError(f"split: 'test' or 'validation', not {split!r}")
+        start, count = ((self.val_seed_start, self.val_episodes) if split == "validation"
+                        else (self.eval_seed_start, self.eval_episodes))
+        return list(range(start, start + (n or count)))
 
     def game_config(self):
         """The Password Game's GameConfig (its fields above)."""

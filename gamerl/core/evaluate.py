@@ -25,13 +25,16 @@ baseline and final evaluations use the same random numbers and the training RNG 
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import torch
 
-from ..games.base import ReportColumn, column_label
+from ..games.base import ReportColumn, column_label, episode_instance
 from ..games.registry import get_task
 from .rollout import Episode, LMPolicy, RolloutConfig, ScriptedPolicy, rollout
+
+log = logging.getLogger("gamerl")
 
 
 def episode_metrics(episodes: Sequence[Episode], cfg) -> dict[str, Any]:
@@ -46,7 +49,8 @@ def episode_metrics(episodes: Sequence[Episode], cfg) -> dict[str, Any]:
            "episodes": n,
            "turns": sum(len(ep.turns) for ep in kept) / div,
            "lost_episodes": len(episodes) - n,
-           "replayed_episodes": sum(ep.replays > 0 for ep in episodes)}
+           "replayed_episodes": sum(ep.replays > 0 for ep in episodes),
+           "distinct_games": distinct_games(cfg, [episode_instance(ep) for ep in episodes])}
     out.update(get_task(cfg.task).metrics(kept, cfg))
     return out
 
@@ -66,10 +70,23 @@ def http_env_factory(cfg, base_url: str) -> Callable[..., Any]:
     return lambda *args: ReplayingEnv(make_env(*args))
 
 
-def eval_instances(cfg, n: Optional[int] = None, overrides: Optional[dict] = None) -> list:
-    """The held-out instances: ``n`` (default ``eval_episodes``) seeds from ``eval_seed_start``
-    as the task needs them (Wordle: held-out answers; OpenSpiel: ``n`` per game)."""
-    return get_task(cfg.task).eval_instances(cfg, n or cfg.eval_episodes, overrides)
+def eval_instances(cfg, n: Optional[int] = None, overrides: Optional[dict] = None,
+                   split: str = "test") -> list:
+    """The held-out instances as the task needs them (Wordle: held-out answers; OpenSpiel:
+    ``n`` per game): the test games, ``n`` (default ``eval_episodes``) seeds from
+    ``eval_seed_start``; or with ``split="validation"`` the validation games (``val_episodes``
+    from ``val_seed_start``), which only choose a checkpoint."""
+    default = cfg.val_episodes if split == "validation" else cfg.eval_episodes
+    if split != "test":
+        overrides = {**(overrides or {}), "split": split}
+    return get_task(cfg.task).eval_instances(cfg, n or default, overrides)
+
+
+def distinct_games(cfg, instances: Sequence[Any]) -> int:
+    """How many different games ``instances`` are, as a player meets them (``Task.game_text``:
+    with the Password Game's first 6 or 9 rules every seed is the same game)."""
+    game_text = get_task(cfg.task).game_text
+    return len({game_text(cfg, instance) for instance in instances})
 
 
 def evaluate(lm, tokenizer, seeds: Sequence[Any], cfg, *, greedy: bool = False,
@@ -83,7 +100,7 @@ def evaluate(lm, tokenizer, seeds: Sequence[Any], cfg, *, greedy: bool = False,
     batch to the next, so a batch size gives its own (deterministic) samples. ``before_turn``:
     see ``rollout``."""
     make_env = make_env or local_env_factory(cfg)
-    rcfg = RolloutConfig.from_train_config(cfg, greedy=greedy)
+    rcfg = RolloutConfig.from_train_config(cfg, greedy=greedy, evaluation=True)
     rcfg.record_logprobs = False  # evaluation needs no log-probs (and saves B x V per step)
     batch = cfg.eval_batch_size or max(1, len(seeds))
     episodes = []
@@ -95,6 +112,11 @@ def evaluate(lm, tokenizer, seeds: Sequence[Any], cfg, *, greedy: bool = False,
             episodes += rollout(policy, tokenizer, seeds[start:start + batch], make_env, rcfg,
                                 progress=progress, before_turn=before_turn)
     metrics = episode_metrics(episodes, cfg)
+    if metrics["distinct_games"] == 1 < len(episodes):
+        log.warning("these %d held-out games are all one game: their score measures one "
+                    "memorised answer, not play on games the model has not seen (the Password "
+                    "Game's first 9 rules are the same in every game; rule 10 on differ)",
+                    len(episodes))
     return (metrics, episodes) if return_episodes else metrics
 
 
@@ -158,5 +180,5 @@ def format_table(rows: dict[str, dict[str, Any]],
     return "\n".join([head, "-" * len(head), *(line(names[k], cells[k]) for k in rows)])
 
 
-__all__ = ["column_label", "episode_metrics", "eval_instances", "evaluate", "evaluate_scripted",
+__all__ = ["column_label", "distinct_games", "episode_metrics", "eval_instances", "evaluate", "evaluate_scripted",
            "format_table", "http_env_factory", "local_env_factory", "reference_rows"]

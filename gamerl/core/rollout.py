@@ -205,10 +205,15 @@ class RolloutConfig:
     task: str = "password_game"  # gamerl.games.TASKS
 
     @classmethod
-    def from_train_config(cls, cfg, greedy: bool = False) -> "RolloutConfig":
+    def from_train_config(cls, cfg, greedy: bool = False,
+                          evaluation: bool = False) -> "RolloutConfig":
+        """The rollouts of a run: training's sampling, or with ``evaluation`` the evaluation's
+        (``eval_temperature``, ``eval_top_p``, ``eval_top_k``)."""
         task = get_task(cfg.task)
+        sampling = ((cfg.eval_temperature, cfg.eval_top_p, cfg.eval_top_k) if evaluation
+                    else (cfg.temperature, cfg.top_p, cfg.top_k))
         return cls(max_turns=task.max_turns(cfg), max_new_tokens=cfg.max_new_tokens,
-                   temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, greedy=greedy,
+                   temperature=sampling[0], top_p=sampling[1], top_k=sampling[2], greedy=greedy,
                    max_context_tokens=cfg.max_context_tokens, feedback=cfg.feedback,
                    system_prompt=cfg.effective_system_prompt(), cuda_graphs=cfg.cuda_graphs,
                    task=cfg.task)

@@ -286,11 +286,13 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, n: Optional[int] = None, greedy: bool = False,
-                 name: Optional[str] = None) -> dict[str, Any]:
-        """Held-out evaluation. With ``name``, a table of sample episodes (different games,
-        mixed outcomes: gamerl.tracking.samples) goes to ``RUN/samples_<name>.md``: what the policy
-        actually played, not only its averages."""
-        metrics, episodes = evaluate(self.policy.lm, self.tokenizer, eval_instances(self.cfg, n),
+                 name: Optional[str] = None, split: str = "test") -> dict[str, Any]:
+        """Held-out evaluation on the test games (or, ``split="validation"``, the validation
+        games, which choose ``best/``). With ``name``, a table of sample episodes (different
+        games, mixed outcomes: gamerl.tracking.samples) goes to ``RUN/samples_<name>.md``: what
+        the policy actually played, not only its averages."""
+        metrics, episodes = evaluate(self.policy.lm, self.tokenizer,
+                                     eval_instances(self.cfg, n, split=split),
                                      self.cfg, greedy=greedy, make_env=self.make_env,
                                      sample_seed=self.cfg.seed + 1234, return_episodes=True,
                                      progress=f"evaluating ({name or 'held-out'})"
@@ -337,6 +339,7 @@ class Trainer:
         """Collect, compute advantages, update: the PPO loop body. Returns the epoch's metrics
         (``end_epoch`` logs and checkpoints them)."""
         episodes, batch = self.collect_batch(epoch)
+        self.keep_if_best(epoch, episodes)
         adv_stats, upd_stats = self.learn(batch)
         return self.epoch_metrics(epoch, episodes, batch, adv_stats, upd_stats)
 
@@ -348,6 +351,20 @@ class Trainer:
         instances = epoch_seeds(cfg, epoch, self.stage(), self.replay)
         batch = collect(self.policy, self.reference, self.tokenizer, instances, self.make_env, cfg)
         return batch.episodes, without_lost(batch)
+
+    def keep_if_best(self, epoch: int, episodes: list[Episode]) -> None:
+        """Without ``eval_every``, ``best/`` is chosen on the training games' reward: the
+        weights that just played ``episodes`` earned it, so they are saved now, before the
+        update changes them (epoch 0's are the policy PPO started from). With ``eval_every``
+        the validation games choose it (``end_epoch``)."""
+        if self.cfg.eval_every:
+            return
+        played = [ep for ep in episodes if not ep.lost]
+        roll = summarize(played, self.cfg)
+        if played and roll["reward"] > self.state.best_reward:
+            # best_epoch: the last epoch whose update these weights hold (-1: none)
+            self.state.best_reward, self.state.best_epoch = roll["reward"], epoch - 1
+            self.save("best", {"epoch": epoch, **prefixed("rollout", roll)})
 
     def learn(self, batch: PPOBatch) -> tuple[dict[str, Any], dict[str, Any]]:
         """KL-penalised rewards and advantages (``compute_advantages``), then the clipped PPO
@@ -380,21 +397,19 @@ class Trainer:
         return metrics
 
     def end_epoch(self, epoch: int, metrics: dict[str, Any]) -> None:
-        """After an epoch: count it, evaluate on the held-out games every ``eval_every`` epochs
-        (the last one is the final evaluation), log, keep ``best/`` and ``last/`` (every
-        ``save_every`` epochs and at the end), print the epoch's line."""
+        """After an epoch: count it, evaluate on the validation games every ``eval_every``
+        epochs and after the last (``best/``: the highest validation reward), log, keep
+        ``last/`` (every ``save_every`` epochs and at the end), print the epoch's line. The
+        test games are never used to choose anything."""
         cfg = self.cfg
         self.state.epoch = epoch + 1
         self.state.skipped_updates += int(metrics["update/skipped_updates"])
         metrics["update/skipped_updates_total"] = self.state.skipped_updates
-        if cfg.eval_every and (epoch + 1) % cfg.eval_every == 0 and epoch + 1 < cfg.epochs:
-            ev = self.evaluate(name=f"epoch{epoch + 1}")
+        if cfg.eval_every and ((epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs):
+            ev = self.evaluate(name=f"epoch{epoch + 1}", split="validation")
             metrics.update({f"eval/{k}": v for k, v in scalars(ev).items()})
-        # best/: with eval_every, the highest held-out reward among the evaluated epochs (the
-        # last epoch's is the final evaluation); without, the highest training-batch reward
-        # (free, noisier). Never the two mixed: they are rewards on different games.
-        score = metrics.get("eval/reward") if cfg.eval_every else metrics["rollout/reward"]
         self.tracker.log(metrics, step=epoch + 1)
+        score = metrics.get("eval/reward")
         if score is not None and score > self.state.best_reward:
             self.state.best_reward, self.state.best_epoch = score, epoch
             self.save("best", metrics)
@@ -471,20 +486,25 @@ class Trainer:
                             kl_k3=f"{metrics.get('adv/kl_ref_k3', math.nan):.3f}")
 
         final = self.evaluate(name="final")
-        if cfg.eval_every and self.state.epoch and final["reward"] > self.state.best_reward:
-            self.state.best_reward, self.state.best_epoch = final["reward"], self.state.epoch - 1
-            self.save("best", prefixed("eval", scalars(final)))  # the last epoch, evaluated
+        greedy = ({"final_greedy": {"label": "after PPO, greedy", **self.evaluate(greedy=True)}}
+                  if cfg.eval_greedy else {})
         refs = reference_rows(self.tokenizer, eval_instances(cfg), cfg, self.make_env)
         zero_shot = {"zero_shot": self.zero_shot} if self.zero_shot is not None else {}
-        rows = {**zero_shot, "baseline": self.baseline, "final": final, **refs}
+        rows = {**zero_shot, "baseline": self.baseline, "final": final, **greedy, **refs}
         summary = {"config": cfg.to_dict(), "run_dir": str(self.run_dir), **zero_shot,
-                   "baseline": self.baseline, "final": final, **refs,
+                   "baseline": self.baseline, "final": final, **greedy, **refs,
                    # as a person reads them: the first and last seed (both played), epochs
                    # counted from 1 (the epoch lines' and the figures' numbering)
                    "references": list(refs),
                    "eval_seeds": [cfg.eval_seed_start, cfg.eval_seed_start + cfg.eval_episodes - 1],
+                   "seed_ranges": {name: [r.start, r.stop - 1]
+                                   for name, r in cfg.seed_ranges().items()},
+                   # the test games that differ (the Password Game's first 9 rules are one game)
+                   "distinct_test_games": final["distinct_games"],
                    "epochs": self.state.epoch,
-                   "best_epoch": self.state.best_epoch + 1 if self.state.best_epoch >= 0 else None,
+                   # the PPO epochs best/ had trained (0: the policy PPO started from)
+                   "best_epoch": (self.state.best_epoch + 1 if self.state.best_reward > -math.inf
+                                  else None),
                    "skipped_updates": self.state.skipped_updates,
                    "warmstart": self.warmstart_stats,
                    "train_seconds_this_process": time.time() - t_start,

@@ -74,7 +74,8 @@ __all__ = ["DEFAULT_REPORT_COLUMNS", "GENERIC_METRIC_DESCRIPTIONS", "MAX_TURNS_S
            "CurriculumChoices", "Instance", "MakeEnv", "ReportColumn", "SampleTable",
            "SessionNotFoundError", "ShownMistake", "Task", "TooManySessionsError",
            "after_marker", "code_span", "column_label", "elide", "episode_instance",
-           "extract_answer", "instance_key", "instance_seed", "seed_eval", "seed_instances",
+           "eval_split", "extract_answer", "instance_key", "instance_seed", "seed_eval",
+           "seed_instances",
            "seed_start", "wilson_interval"]
 
 
@@ -186,7 +187,9 @@ class Task:
     http_env_factory: Callable[[Any, str], MakeEnv]  # (cfg, base_url) -> make_env (HTTP client)
     start: Callable[[MakeEnv, Instance], tuple[Any, dict]]  # -> (env, first observation)
     train_instances: Callable[[Any, Sequence[int], Optional[dict]], list]  # cfg, seeds, stage
-    eval_instances: Callable[[Any, int, Optional[dict]], list]  # cfg, n, overrides
+    # cfg, n, overrides: the test games, or with overrides["split"] == "validation" the
+    # validation games (TrainConfig.eval_seeds; never the same games)
+    eval_instances: Callable[[Any, int, Optional[dict]], list]
     turn_stats: Callable[[dict], dict]  # the env's info -> numbers kept on the Turn
     metrics: Callable[[Sequence[Episode], Any], dict]  # the game's own evaluation columns
     badness: Callable[[Episode, Any], float]  # 0 (perfect) .. 1 (worst): replay priority
@@ -236,6 +239,11 @@ class Task:
     config_files: Optional[ConfigFiles] = None  # its env_config.json keys; the files' comments
     wizard: Optional[WizardQuestions] = None  # its defaults and questions in `configure`
     verl: Optional[Callable[[], VerlSpec]] = None  # its verl bridge spec (built on first use)
+    # (cfg, instance) -> a text equal for two instances exactly when they are the same game as
+    # the player meets it (the Password Game's rule texts; Wordle's answer): evaluations count
+    # their distinct games, so a held-out set of one game in many seeds is not read as many
+    game_text: Callable[[Any, Instance], str] = lambda cfg, instance: json.dumps(
+        instance, sort_keys=True, default=str)
 
 
 # ----------------------------------------------------------------------------- answers
@@ -292,7 +300,12 @@ def seed_instances(cfg, seeds: Sequence[int], stage: Optional[dict] = None) -> l
 
 
 def seed_eval(cfg, n: int, overrides: Optional[dict] = None) -> list:
-    return cfg.eval_seeds(n)
+    return cfg.eval_seeds(n, eval_split(overrides))
+
+
+def eval_split(overrides: Optional[dict]) -> str:
+    """Which held-out games an ``eval_instances`` call asks for: "test" or "validation"."""
+    return (overrides or {}).get("split", "test")
 
 
 # ----------------------------------------------------------------------------- sample cells

@@ -23,8 +23,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from tasks.openspiel.games import OPPONENTS  # the game table's module: no pyspiel import
 
 from .base import (MAX_TURNS_SHOWN, CurriculumChoices, Instance, MakeEnv, ReportColumn,
-                   SampleTable, Task, after_marker, code_span, elide, instance_seed,
-                   wilson_interval)
+                   SampleTable, Task, after_marker, code_span, elide, eval_split,
+                   instance_seed, wilson_interval)
 from .pieces import ConfigFiles, WizardQuestions, task_config_reader, task_config_writer
 
 __all__ = ["OPENSPIEL_CURRICULUM", "OPENSPIEL_DEFAULTS", "OPENSPIEL_ENV_KEYS",
@@ -385,7 +385,7 @@ def make_task() -> Task:
         settings = openspiel_settings(cfg)
         games = list((overrides or {}).get("games") or settings["games"])
         opponent = (overrides or {}).get("opponent") or settings["opponent"]
-        seeds = cfg.eval_seeds(n)
+        seeds = cfg.eval_seeds(n, eval_split(overrides))
         return [{"seed": s, "game": g, "opponent": opponent} for g in games for s in seeds]
 
     def turn_stats(info: dict) -> dict:

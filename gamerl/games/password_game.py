@@ -276,6 +276,16 @@ def instance_rules(cfg, instance: Instance) -> int:
     return cfg.num_rules
 
 
+def game_text(cfg, instance: Instance) -> str:
+    """The texts of the rules an instance plays: what tells two games apart (the first 9 rules
+    carry no per-game data, so every seed plays the same first-9-rules game)."""
+    from tasks.password_game import make_instance
+    from tasks.password_game.rules import rule_text
+
+    inst = make_instance(instance_seed(instance))
+    return "\n".join(rule_text(i, inst) for i in range(instance_rules(cfg, instance)))
+
+
 def curriculum_choices(cfg) -> CurriculumChoices:
     """What a run's stages may name: "first-1" .. "first-{num_rules}" (no stage plays more
     rules than the held-out games do), no opponent; the default stages the first 6, 12 and 26
@@ -441,7 +451,7 @@ def make_task() -> Task:
         system_prompt=SYSTEM_PROMPT,
         extract=extract_password, feedback=feedback_message,
         env_factory=_env_factory, http_env_factory=_http_factory, start=_start,
-        train_instances=_train_instances, eval_instances=seed_eval,
+        train_instances=_train_instances, eval_instances=seed_eval, game_text=game_text,
         turn_stats=_turn_stats, metrics=_metrics,
         badness=lambda ep, cfg: 1.0 - rules_satisfied(ep) / instance_rules(cfg, ep.instance),
         demo=lambda cfg, rng: (lambda ep: demo_password(rng, cfg.num_rules,

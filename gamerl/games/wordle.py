@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from tasks.wordle.game import fits_marks  # the game's check, which its fit_reward pays
 
 from .base import (Instance, MakeEnv, ReportColumn, SampleTable, ShownMistake, Task,
-                   after_marker, code_span, elide, instance_key)
+                   after_marker, code_span, elide, eval_split, instance_key)
 from .pieces import (ConfigFiles, VerlSpec, WizardQuestions, task_config_reader,
                      task_config_writer)
 
@@ -394,8 +394,12 @@ def make_task() -> Task:
         return [{"seed": s, "answer": pool[random.Random(s).randrange(len(pool))]} for s in seeds]
 
     def eval_instances(cfg, n: int, overrides: Optional[dict] = None) -> list:
+        """The test games play the held-out answers (never trained on); the validation games,
+        which only choose a checkpoint, answers of the training pool drawn by their seeds."""
+        seeds = cfg.eval_seeds(n, eval_split(overrides))
+        if eval_split(overrides) == "validation":
+            return train_instances(cfg, seeds)
         held = wordle_heldout_answers()
-        seeds = cfg.eval_seeds(n)
         return [{"seed": s, "answer": held[i % len(held)]} for i, s in enumerate(seeds)]
 
     def turn_stats(info: dict) -> dict:
@@ -479,6 +483,7 @@ def make_task() -> Task:
         extract=extract_guess, feedback=wordle_feedback,
         env_factory=env_factory, http_env_factory=http_factory, start=start,
         train_instances=train_instances, eval_instances=eval_instances,
+        game_text=lambda cfg, instance: instance["answer"],
         turn_stats=turn_stats, metrics=metrics, badness=badness, demo=demo,
         expert_demo=expert_demo, expert_choices=expert_choices,
         expert_mistake="its previous guess again",
