@@ -5,6 +5,8 @@
     python bench/doc_numbers.py main-run RUN_DIR...  # the main run's block: its runs over seeds
     python bench/doc_numbers.py main-run RUN_DIR... --write   # ... into README.md and benchmarks.md
     python bench/doc_numbers.py spread RUN_DIR RUN_DIR ...  # one preset over seeds: mean, min, max
+    python bench/doc_numbers.py keep RUN_DIR NAME    # commit a run's summary: bench/results/NAME.json
+    python bench/doc_numbers.py spread bench/results/A.json ... --write BLOCK DOC ...  # into docs
 
 Two kinds of numbers, two marked blocks (``<!-- NAME:begin ... -->`` to ``<!-- NAME:end -->``):
 
@@ -342,13 +344,59 @@ def spread_table(summaries: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+RESULTS = ROOT / "bench" / "results"
+
+
+def _summary_file(path: str) -> Path:
+    """A run directory's summary.json, or a summary kept under bench/results."""
+    p = Path(path)
+    return p / "summary.json" if p.is_dir() else p
+
+
+def cmd_keep(args: argparse.Namespace) -> int:
+    """A run's summary.json as bench/results/NAME.json, the committed file the docs' tables are
+    written from, with the date it finished (the run directory is not committed)."""
+    src = Path(args.run_dir) / "summary.json"
+    summary = json.loads(src.read_text())
+    summary.setdefault("finished", datetime.fromtimestamp(
+        src.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d"))
+    out = RESULTS / f"{args.name}.json"
+    out.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+def stamp_line(summaries: list[dict]) -> str:
+    """Under a table: the command, the commit, the date and the machine of its runs."""
+    config = summaries[0]["config"]
+    seeds = sorted(s["config"]["seed"] for s in summaries)
+    task = "" if config.get("task", "password_game") == "password_game" else (
+        f" --task {config['task']}")
+    commits = sorted({(s.get("git_commit") or "?")[:7] + (" plus uncommitted changes"
+                                                       if s.get("git_dirty") else "")
+                      for s in summaries})
+    dates = sorted({s.get("finished", "?") for s in summaries})
+    hosts = sorted({f"{s.get('host', {}).get('cpu', '?')}, {s.get('host', {}).get('cpu_count')}"
+                    " cores" for s in summaries})
+    return (f"`python -m gamerl train --preset {config.get('preset')}{task} --seed "
+            f"{'/'.join(map(str, seeds))}`; commit {', '.join(f'`{c}`' for c in commits)}; "
+            f"{' to '.join(dict.fromkeys([dates[0], dates[-1]]))}; {'; '.join(hosts)}.\n")
+
+
 def cmd_spread(args: argparse.Namespace) -> int:
-    summaries = [json.loads((Path(d) / "summary.json").read_text()) for d in args.run_dirs]
+    summaries = [json.loads(_summary_file(d).read_text()) for d in args.run_dirs]
     presets = {s["config"].get("preset") for s in summaries}
     if len(presets) != 1 or len({s["config"]["seed"] for s in summaries}) != len(summaries):
         raise SystemExit("spread: give runs of one preset with different seeds "
                          f"(presets {sorted(map(str, presets))})")
-    print(spread_table(summaries), end="")
+    body = spread_table(summaries) + "\n" + stamp_line(summaries)
+    if not args.write:
+        print(body, end="")
+        return 0
+    block, docs = args.write[0], args.write[1:]
+    for doc in map(Path, docs):
+        doc.write_text(replace_block(doc.read_text(), block, body))
+        print(f"wrote the {block} block of {doc}")
     return 0
 
 
@@ -368,8 +416,14 @@ def main(argv: list[str] | None = None) -> int:
     m.set_defaults(fn=cmd_main_run)
     s = sub.add_parser("spread", help="runs of one preset over several seeds: every row, then "
                                       "mean, min and max")
-    s.add_argument("run_dirs", nargs="+")
+    s.add_argument("run_dirs", nargs="+", help="run directories or kept summaries (.json)")
+    s.add_argument("--write", nargs="+", metavar=("BLOCK", "DOC"),
+                   help="write the table into the block BLOCK of each DOC")
     s.set_defaults(fn=cmd_spread)
+    k = sub.add_parser("keep", help="a run's summary.json as bench/results/NAME.json")
+    k.add_argument("run_dir")
+    k.add_argument("name")
+    k.set_defaults(fn=cmd_keep)
     args = parser.parse_args(argv)
     return args.fn(args)
 

@@ -213,3 +213,31 @@ def test_machine_id_names_the_cpu_generation():
     assert f"(family {family} model {model})" in doc_numbers.machine_id()
     block = doc_numbers.read_block((ROOT / "docs" / "benchmarks.md").read_text(), "quick-run")
     assert re.search(r"\(family \S+ model \S+\)", doc_numbers.MACHINE_LINE.search(block).group(1))
+
+
+def test_a_kept_run_is_written_into_a_doc_block_with_its_command_commit_date_and_machine(
+        tmp_path, monkeypatch):
+    """keep copies a run's summary into bench/results with the day it finished; spread --write
+    puts its table, and one line saying how it was made, between a doc's block markers."""
+    monkeypatch.setattr(doc_numbers, "RESULTS", tmp_path)
+    row = {"reward": 1.0, "rules_satisfied": 2.0, "success_rate": 0.5, "turns": 3.0,
+           "episodes": 64, "per_rule_pass_rate": [1.0, 0.5]}
+    for seed in (0, 1):
+        run = tmp_path / f"run{seed}"
+        run.mkdir()
+        summary = _summary({k: dict(row) for k in ("zero_shot", "baseline", "final", "solver",
+                                                    "random")}, git_commit="abcdef1234",
+                           host={"cpu": "Some CPU", "cpu_count": 2})
+        summary["config"]["seed"], summary["config"]["preset"] = seed, "smollm2-135m-r12"
+        (run / "summary.json").write_text(json.dumps(summary))
+        assert doc_numbers.main(["keep", str(run), f"kept{seed}"]) == 0
+    kept = json.loads((tmp_path / "kept0.json").read_text())
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", kept["finished"])
+    doc = tmp_path / "doc.md"
+    doc.write_text("before\n<!-- r12:begin -->\nold\n<!-- r12:end -->\nafter\n")
+    assert doc_numbers.main(["spread", str(tmp_path / "kept0.json"), str(tmp_path / "kept1.json"),
+                             "--write", "r12", str(doc)]) == 0
+    text = doc.read_text()
+    assert text.startswith("before\n<!-- r12:begin -->\n| seed | policy |") and "old" not in text
+    assert ("`python -m gamerl train --preset smollm2-135m-r12 --seed 0/1`; commit `abcdef1`; "
+            f"{kept['finished']}; Some CPU, 2 cores.") in text
