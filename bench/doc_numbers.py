@@ -287,7 +287,7 @@ def cmd_main_run(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- several seeds
 
 STAGES = (("zero_shot", "zero-shot"), ("baseline", "after the warm start"),
-          ("final", "after PPO"))
+          ("final", "after PPO"), ("final_greedy", "after PPO, greedy"))
 
 
 def _columns(summaries: list[dict]) -> list[tuple[str, str, str]]:

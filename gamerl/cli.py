@@ -184,7 +184,7 @@ def _train(args: argparse.Namespace) -> int:
     changes = [f"{k.replace('_', ' ')} {b[k]:.2f} -> {f[k]:.2f}"
                for k in get_task(cfg.task).headline if isinstance(f.get(k), (int, float))]
     print(f"\n{cfg.task}, held-out games: {f['episodes']} (seeds {summary['eval_seeds'][0]}.."
-          f"{summary['eval_seeds'][1]}); " + ", ".join(
+          f"{summary['eval_seeds'][1]}; {f['distinct_games']} distinct); " + ", ".join(
               changes + [f"success {b['success_rate']:.1%} -> {f['success_rate']:.1%}",
                          f"reward {b['reward']:.2f} -> {f['reward']:.2f}"]))
     samples = out / "samples_final.md"
@@ -306,6 +306,7 @@ def _evaluate(args: argparse.Namespace) -> int:
                    make_env=make_env)
     rows = {"policy": res, **reference_rows(tok, seeds, cfg, make_env)}
     print(format_table(rows, get_task(cfg.task).report_columns, cfg.to_dict()))
+    print(f"held-out games: {res['episodes']}, {res['distinct_games']} distinct")
     hit = {name: r for name, r in rows.items()
            if r.get("lost_episodes") or r.get("replayed_episodes")}
     if hit:  # the game server lost sessions mid-episode (gamerl.core.sessions)

@@ -508,6 +508,7 @@ class Trainer:
                    "skipped_updates": self.state.skipped_updates,
                    "warmstart": self.warmstart_stats,
                    "train_seconds_this_process": time.time() - t_start,
+                   "finished": time.strftime("%Y-%m-%d", time.gmtime()),
                    **self.code, "host": self.host}
         self.tracker.log({"kind": "eval", "epoch": self.state.epoch, "name": "final",
                           **scalars(final)},
