@@ -6,7 +6,7 @@
     python -m gamerl train --task wordle --preset tiny         # the other games
     python -m gamerl train --task openspiel --config config/train_config.json  # + env_config.json
     python -m gamerl evaluate --checkpoint checkpoints/run1/best --episodes 64
-    python -m gamerl evaluate --checkpoint RUN/best --num_episodes 100 --opponent mcts  # OpenSpiel
+    python -m gamerl evaluate --checkpoint RUN/best --episodes 100 --opponent mcts  # OpenSpiel
     python -m gamerl train --preset tiny --env-url http://127.0.0.1:8000   # games over HTTP
     python -m gamerl merge --base MODEL --adapters RUN/best --output merged/   # LoRA -> standalone
     python -m gamerl configure                                 # writes config/*.json interactively
@@ -49,13 +49,17 @@ def _train_config(args: argparse.Namespace):
 
     overrides = parse_overrides(args.set or [])  # ValueError: a UsageError in _train
     for flag, name in (("epochs", "epochs"), ("episodes_per_epoch", "episodes_per_epoch"),
-                       ("wandb_mode", "wandb_mode"), ("seed", "seed"), ("model", "model"),
+                       ("wandb_mode", "wandb_mode"), ("wandb_project", "wandb_project"),
+                       ("seed", "seed"), ("model", "model"),
                        ("eval_episodes", "eval_episodes"), ("device", "device")):
         if getattr(args, flag) is not None:
             overrides[name] = getattr(args, flag)
     if args.progress is not None:  # presentation: never saved with the run (config.py)
         overrides["progress"] = args.progress
-    out = Path(args.out) if args.out else None
+    if args.out and args.run_name:
+        raise UsageError("give --out DIR or --run-name NAME (checkpoints/NAME), not both")
+    out = Path(args.out) if args.out else Path("checkpoints") / args.run_name if args.run_name \
+        else None
     if args.resume and out is None:  # the most recent run of this preset
         runs = sorted(Path("checkpoints").glob(f"{args.preset or 'tiny'}-*"), key=os.path.getmtime)
         if not runs:
@@ -135,6 +139,23 @@ def _check_resumable(out: Path, cfg) -> None:
                 f"evaluate --checkpoint {out / 'best'}")
 
 
+def print_config(cfg) -> None:
+    """Every setting of ``cfg``, section by section: its value and what it is."""
+    from .config.train_config import SETTING_SECTION, setting_descriptions
+
+    meaning = setting_descriptions()
+    values = cfg.settings()
+    width = max(map(len, SETTING_SECTION))
+    section = None
+    for name, sec in SETTING_SECTION.items():
+        if sec != section:
+            section = sec
+            print(f"[{section}]")
+        text = meaning[name]
+        print(f"  {name:<{width}} = {json.dumps(values[name])}"
+              + (f"  # {text[:100]}" if text else ""))
+
+
 def _train(args: argparse.Namespace) -> int:
     from .games.registry import get_task
 
@@ -142,6 +163,9 @@ def _train(args: argparse.Namespace) -> int:
         cfg, out, env_url = _train_config(args)
     except (ValueError, FileNotFoundError) as e:  # a setting, or a --config file that is not there
         raise UsageError(str(e)) from None
+    if args.print_config:  # what would run, and nothing else: no model, no directory
+        print_config(cfg)
+        return 0
     if args.resume:
         _check_resumable(out, cfg)
     if env_url:
@@ -357,21 +381,34 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    t = sub.add_parser("train", help="warm start (if set), baseline eval, PPO, final eval")
+    from .config.train_config import PRESET_SUMMARIES
+
+    t = sub.add_parser("train", help="warm start (if set), baseline eval, PPO, final eval",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="presets:\n" + "\n".join(
+                           f"  {name:<17} {PRESET_SUMMARIES[name]}" for name in sorted(PRESETS))
+                       + "\n\nEvery setting, its value and meaning: --print-config; any of them: "
+                       "--set NAME=VALUE.")
     t.add_argument("--preset", choices=sorted(PRESETS), help="default tiny (with --config: the "
-                   "file's own preset)")
+                   "file's own preset); the list is below")
     t.add_argument("--task", choices=sorted(TASKS),
                    help="the game (default password_game; openspiel with --config)")
     t.add_argument("--config", help="train_config.json (python -m gamerl configure writes it)")
     t.add_argument("--env-config", dest="env_config",
                    help="env_config.json (default: the one next to --config)")
     t.add_argument("--out", help="run directory (default checkpoints/<preset>-<timestamp>)")
+    t.add_argument("--run-name", dest="run_name", help="the run's name: its directory "
+                   "checkpoints/NAME and its wandb name")
+    t.add_argument("--print-config", dest="print_config", action="store_true",
+                   help="print every setting of this run (value, section, meaning) and exit: "
+                   "no model is loaded, nothing is written")
     t.add_argument("--resume", action="store_true", help="continue from OUT/last (refused, "
                    "changing nothing, when it is missing or damaged: docs/training.md)")
     t.add_argument("--epochs", type=int)
     t.add_argument("--episodes-per-epoch", dest="episodes_per_epoch", type=int)
     t.add_argument("--eval-episodes", dest="eval_episodes", type=int)
     t.add_argument("--wandb-mode", dest="wandb_mode", choices=["offline", "online", "disabled"])
+    t.add_argument("--wandb-project", dest="wandb_project")
     t.add_argument("--seed", type=int)
     t.add_argument("--model")
     t.add_argument("--device")
@@ -392,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--preset", choices=sorted(PRESETS), help="with --model (default tiny)")
     e.add_argument("--task", choices=sorted(TASKS), help="with --model (default "
                    "password_game)")
-    e.add_argument("--episodes", "--num_episodes", "--num-episodes", dest="episodes", type=int,
+    e.add_argument("--episodes", dest="episodes", type=int,
                    help="held-out games (default: the run's eval_episodes; OpenSpiel: per game, "
                    "default 100)")
     e.add_argument("--opponent", choices=["random", "mcts"], help="OpenSpiel: the opponent bot")

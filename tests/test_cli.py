@@ -6,6 +6,7 @@ Subprocesses, CPU, offline; the train run uses wandb in its default offline mode
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,46 @@ def test_build_tiny_and_bad_override(env, tmp_path):
     res = gamerl(env, "train", "--preset", "tiny", "--set", "no_such_field=1", "--out",
                  str(tmp_path / "x"))
     assert res.returncode != 0 and "no_such_field" in res.stderr
+
+
+def test_train_help_lists_every_preset_with_what_it_is():
+    from gamerl.config.train_config import PRESET_SUMMARIES, PRESETS
+
+    res = subprocess.run([sys.executable, "-m", "gamerl", "train", "--help"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0
+    help_text = " ".join(res.stdout.split())
+    for name in PRESETS:
+        assert f"{name} {' '.join(PRESET_SUMMARIES[name].split())}" in help_text
+
+
+def test_print_config_shows_every_setting_without_loading_a_model(tmp_path):
+    """Every setting with its section and value, and exit 0, without importing torch (so no
+    model is loaded) and without writing anything."""
+    from gamerl.config.train_config import SETTING_SECTION
+
+    code = ("import sys; from gamerl.cli import main; "
+            "rc = main(['train', '--preset', 'smollm2-135m-r12', '--run-name', 'mine', "
+            "'--set', 'lr=1e-5', '--print-config']); print('torch loaded:', 'torch' in "
+            "sys.modules); sys.exit(rc)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    for name in SETTING_SECTION:
+        assert any(line.split("=")[0].strip() == name for line in lines), name
+    assert any(line.startswith("  lr ") and "= 1e-05" in line for line in lines)
+    assert any('out_dir' in line and '"checkpoints/mine"' in line for line in lines)
+    assert "torch loaded: False" in res.stdout
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_a_preset_made_for_one_game_is_refused_with_another(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "gamerl", "train", "--preset", "smollm2-135m-r12",
+                          "--task", "wordle"], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert res.returncode == 2 and res.stdout == ""
+    assert len(res.stderr.strip().splitlines()) == 1 and "made for password_game" in res.stderr
+    assert not list(tmp_path.iterdir())

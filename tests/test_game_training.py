@@ -164,7 +164,7 @@ def test_evaluate_prints_outcome_table_with_intervals_and_references(openspiel_r
                                                                      tmp_path):
     out, _, _ = openspiel_run
     report = tmp_path / "eval.json"
-    text = cli("evaluate", "--checkpoint", str(out / "last"), "--num_episodes", "6",
+    text = cli("evaluate", "--checkpoint", str(out / "last"), "--episodes", "6",
                "--opponent", "mcts", "--json", str(report))
     print(text)
     assert "95% CI" in text

