@@ -160,3 +160,14 @@ def _raw_imports(module: str) -> set[str]:
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
     return names
+
+
+def test_the_run_directory_imports_nothing_of_the_trainer():
+    """gamerl/runs owns the run directory's names (the warm start's progress directory too):
+    it reads no constant from gamerl/core, which would load torch and the warm start to get a
+    string."""
+    graph = _module_graph(REPO / "gamerl")
+    runs = [m for m in graph if m.startswith("gamerl.runs")]
+    assert "gamerl.runs.rundir" in runs
+    for module in runs:
+        assert not any(d.startswith("gamerl.core") for d in graph[module]), module

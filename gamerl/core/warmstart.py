@@ -58,13 +58,13 @@ from safetensors.torch import load_model, save_model
 
 from ..runs.checkpoint import (OPTIMIZER_FILE, CheckpointError, atomic_write_dir, find_checkpoint,
                          load_tensors)
+from ..runs.rundir import PROGRESS_DIR  # beside the warm start's own directory
 from ..models.policy import lm_trunk
 from .prefix_share import trunk_hidden
 
 log = logging.getLogger("gamerl")
 
 MARKER = "warmstart.json"
-PROGRESS_DIR = "warmstart_progress"  # beside the warm start's own directory
 PROGRESS_FILE = "progress.json"
 WEIGHTS_FILE = "model.safetensors"
 def _draw_training_games(cfg, rng: random.Random, n: int) -> list:

@@ -33,9 +33,8 @@ from typing import Optional
 from .checkpoint import (CONFIG_FILE, OPTIMIZER_FILE, RNG_FILE, STATE_FILE, CheckpointError,
                          find_checkpoint)
 from ..tracking.tracker import EPISODES_JSONL, METRICS_JSONL, read_jsonl
-from ..core.warmstart import PROGRESS_DIR
-
 LOCK_FILE = ".gamerl.lock"
+PROGRESS_DIR = "warmstart_progress"  # a warm start's checkpoints while it trains
 # What a run writes in its directory (besides figures and sample tables, which come with these).
 RUN_FILES = ("config.json", METRICS_JSONL, EPISODES_JSONL, "baseline.json", "summary.json")
 CHECKPOINTS = ("last", "best", "warmstart", PROGRESS_DIR)
