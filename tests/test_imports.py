@@ -162,12 +162,12 @@ def _raw_imports(module: str) -> set[str]:
     return names
 
 
-def test_the_run_directory_imports_nothing_of_the_trainer():
-    """gamerl/runs owns the run directory's names (the warm start's progress directory too):
-    it reads no constant from gamerl/core, which would load torch and the warm start to get a
-    string."""
+def test_settings_and_run_directories_import_nothing_of_the_trainer():
+    """gamerl/runs owns the run directory's names (the warm start's progress directory too),
+    and gamerl/config the curriculum's stage schema: neither reads anything from gamerl/core,
+    which would load torch and the trainer to check a setting or read a name."""
     graph = _module_graph(REPO / "gamerl")
-    runs = [m for m in graph if m.startswith("gamerl.runs")]
-    assert "gamerl.runs.rundir" in runs
-    for module in runs:
+    below = [m for m in graph if m.startswith(("gamerl.runs", "gamerl.config"))]
+    assert {"gamerl.runs.rundir", "gamerl.config.train_config"} <= set(below)
+    for module in below:
         assert not any(d.startswith("gamerl.core") for d in graph[module]), module

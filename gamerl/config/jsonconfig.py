@@ -219,8 +219,8 @@ def _curriculum_value(sec: dict, path: Path, base: TrainConfig) -> dict[str, Any
             raise ValueError(f"{where}.stages: expected null (the game's default stages) or a "
                              "list of {\"name\", \"games\", \"opponent\", \"threshold\"} "
                              f"objects, got {json.dumps(stages)}")
-        from ..core.curriculum import Curriculum
         from ..games.registry import get_task
+        from .curriculum_stages import parse_stages
 
         # what the game's stages may name, whatever the run: a bound of the run's (a Password
         # stage past num_rules, which env_config.json may set) is TrainConfig's to check, once
@@ -228,7 +228,7 @@ def _curriculum_value(sec: dict, path: Path, base: TrainConfig) -> dict[str, Any
         choices = get_task(base.task).curriculum
         try:  # a game without a curriculum: TrainConfig refuses it, naming the game
             if choices is not None:
-                Curriculum.from_dict(stages, choices=choices)
+                parse_stages(stages, choices=choices)
         except (ValueError, TypeError) as e:
             raise ValueError(f"{where}.stages: {e}") from None
     return {"curriculum": (stages if stages is not None else "default") if enabled else None}

@@ -149,7 +149,7 @@ class InstanceSettings:
     # every reported number comes from, never used to choose anything).
     eval_seed_start: int = 1_000_000  # test games: [eval_seed_start, + eval_episodes)
     val_seed_start: int = 2_000_000  # validation games: [val_seed_start, + val_episodes)
-    # Curriculum (OpenSpiel, the Password Game): None, "default" (gamerl/core/curriculum.py:
+    # Curriculum (OpenSpiel, the Password Game): None, "default" (gamerl/config/curriculum_stages.py:
     # OpenSpiel easy -> medium -> hard at 60% / 50% / 40% success; the Password Game the first
     # 6 -> 12 -> 26 rules, up to num_rules, at 50%) or a list of stage dicts {"name", "games",
     # "opponent", "threshold"}. A stage's success rate is over the last curriculum_window episodes.
@@ -441,15 +441,15 @@ class TrainConfig:
                  f"{self.task!r}, warmstart_demos={self.warmstart_demos!r}; task='wordle' with "
                  "warmstart_demos='expert' has one)")
         if self.curriculum:  # the game says whether it has one and what its stages may name
-            from ..core.curriculum import Curriculum
             from ..games.registry import get_task
+            from .curriculum_stages import parse_stages
 
             choices = get_task(self.task).curriculum
             need(choices is not None, f"curriculum: task {self.task!r} has none "
                  "(task='openspiel' and task='password_game' have)")
             try:  # stages this run's game cannot play (a Password stage past num_rules)
-                Curriculum.from_dict(self.curriculum, self.curriculum_window,
-                                     choices=choices.for_run(self))
+                parse_stages(self.curriculum, self.curriculum_window,
+                             choices=choices.for_run(self))
             except (ValueError, TypeError) as e:
                 need(False, str(e))
         need(0.0 <= self.replay_fraction < 1.0, "replay_fraction must be in [0, 1)")
