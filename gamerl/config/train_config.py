@@ -554,9 +554,8 @@ class TrainConfig:
         """The first ``n`` seeds of the test games (or of the validation games), by default all."""
         if split not in ("test", "validation"):
             raise ValueError(f"split: 'test' or 'validation', not {split!r}")
-        start, count = ((self.val_seed_start, self.val_episodes) if split == "validation"
-                        else (self.eval_seed_start, self.eval_episodes))
-        return list(range(start, start + (n or count)))
+        games = self.seed_ranges()[split]
+        return list(range(games.start, games.start + (n or len(games))))
 
     def game_config(self):
         """The Password Game's GameConfig (its fields above)."""

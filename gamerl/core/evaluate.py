@@ -76,10 +76,10 @@ def eval_instances(cfg, n: Optional[int] = None, overrides: Optional[dict] = Non
     ``n`` per game): the test games, ``n`` (default ``eval_episodes``) seeds from
     ``eval_seed_start``; or with ``split="validation"`` the validation games (``val_episodes``
     from ``val_seed_start``), which only choose a checkpoint."""
-    default = cfg.val_episodes if split == "validation" else cfg.eval_episodes
+    n = n or len(cfg.eval_seeds(split=split))
     if split != "test":
         overrides = {**(overrides or {}), "split": split}
-    return get_task(cfg.task).eval_instances(cfg, n or default, overrides)
+    return get_task(cfg.task).eval_instances(cfg, n, overrides)
 
 
 def distinct_games(cfg, instances: Sequence[Any]) -> int:
