@@ -304,8 +304,10 @@ def _evaluate(args: argparse.Namespace) -> int:
             cfg = cfg.replace(task_config=json.loads(args.task_config))
         except ValueError as e:  # json.JSONDecodeError is one
             raise UsageError(f"--task-config: {e}") from None
-    if (args.opponent or args.games) and cfg.task != "openspiel":
-        raise SystemExit(f"--opponent/--games are for OpenSpiel runs; this run's task is {cfg.task}")
+    report = get_task(cfg.task).evaluation_report
+    given = [flag for flag in ("opponent", "games") if getattr(args, flag)]
+    if given and not set(given) <= set(report.flags if report else ()):
+        raise UsageError(f"--{given[0]} is for OpenSpiel runs; this run's task is {cfg.task}")
     make_env = _game_env(cfg, args.env_url)  # before the model loads: a bad setting is quick
     if args.checkpoint is not None:
         from .runs.checkpoint import CheckpointError
@@ -314,14 +316,15 @@ def _evaluate(args: argparse.Namespace) -> int:
             lm, tok = load_checkpoint_lm(Path(args.checkpoint), cfg, device=cfg.device)
         except CheckpointError as e:
             raise SystemExit(f"gamerl evaluate: {e}") from None
-    if cfg.task == "openspiel":
-        from .games.openspiel_eval import evaluate_openspiel, format_outcome_table
+    if report is not None:  # the game's own report (OpenSpiel: win/draw/loss per game)
+        def play(run_cfg, n, overrides):
+            return evaluate(lm, tok, eval_instances(run_cfg, n, overrides), run_cfg,
+                            greedy=args.greedy, make_env=make_env,
+                            sample_seed=run_cfg.seed + 1234)
 
-        rows = evaluate_openspiel(lm, tok, cfg, args.episodes or 100,
-                                  args.opponent or cfg.task_config.get("opponent", "random"),
-                                  games=args.games.split(",") if args.games else None,
-                                  greedy=args.greedy, make_env=make_env)
-        print(format_outcome_table(rows))
+        rows = report.run(play, cfg, args.episodes,
+                          **{flag: getattr(args, flag) for flag in report.flags})
+        print(report.format(rows))
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
         return 0

@@ -71,7 +71,7 @@ MakeEnv = Callable[..., Any]
 Episode = Any  # gamerl.core.rollout.Episode (not imported: the games never import the trainer)
 
 __all__ = ["DEFAULT_REPORT_COLUMNS", "GENERIC_METRIC_DESCRIPTIONS", "MAX_TURNS_SHOWN",
-           "CurriculumChoices", "Instance", "MakeEnv", "ReportColumn", "SampleTable",
+           "CurriculumChoices", "EvaluationReport", "Instance", "MakeEnv", "ReportColumn", "SampleTable",
            "SessionNotFoundError", "ShownMistake", "Task", "TooManySessionsError",
            "after_marker", "code_span", "column_label", "elide", "episode_instance",
            "eval_split", "extract_answer", "instance_key", "instance_seed", "seed_eval",
@@ -178,6 +178,22 @@ DEFAULT_REPORT_COLUMNS = (ReportColumn("reward", "reward"),
 
 
 @dataclass(frozen=True)
+class EvaluationReport:
+    """A game's own ``gamerl evaluate`` report, in place of the common table (OpenSpiel: win /
+    draw / loss per game with intervals, beside random and MCTS agents).
+
+    ``run(play, cfg, num_episodes, **options) -> rows``: ``play(cfg, num_episodes, overrides)``
+    is the trainer's evaluation of the policy on held-out games (``gamerl.core.evaluate``),
+    handed in so that a game imports nothing of the trainer; ``options`` are the evaluate
+    command's flags named in ``flags`` (None where not given). ``format(rows)`` is the text the
+    command prints; the rows are what ``--json`` writes."""
+
+    flags: tuple[str, ...]
+    run: Callable[..., dict]
+    format: Callable[[dict], str]
+
+
+@dataclass(frozen=True)
 class Task:
     name: str
     system_prompt: str
@@ -244,6 +260,8 @@ class Task:
     # their distinct games, so a held-out set of one game in many seeds is not read as many
     game_text: Callable[[Any, Instance], str] = lambda cfg, instance: json.dumps(
         instance, sort_keys=True, default=str)
+    # its own ``gamerl evaluate`` report; None: the common table and reference rows
+    evaluation_report: Optional[EvaluationReport] = None
 
 
 # ----------------------------------------------------------------------------- answers

@@ -11,7 +11,7 @@ default easy -> medium -> hard stages (``OPENSPIEL_CURRICULUM``); the pieces pas
 (``gamerl.games.pieces``): its server's port, its env_config.json keys and their checks
 (``CONFIG_FILES``) and its ``configure`` defaults and questions (``WIZARD``); it has no verl
 bridge spec. What it changes in a preset: ``OPENSPIEL_PRESETS``. The evaluation table against
-random and MCTS agents is ``gamerl.games.openspiel_eval``.
+random and MCTS agents is ``gamerl.games.openspiel_eval``, the game's ``evaluation_report``.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from tasks.openspiel.games import OPPONENTS  # the game table's module: no pyspiel import
 
-from .base import (MAX_TURNS_SHOWN, CurriculumChoices, Instance, MakeEnv, ReportColumn,
-                   SampleTable, Task, after_marker, code_span, elide, eval_split,
+from .base import (MAX_TURNS_SHOWN, CurriculumChoices, EvaluationReport, Instance, MakeEnv,
+                   ReportColumn, SampleTable, Task, after_marker, code_span, elide, eval_split,
                    instance_seed, wilson_interval)
+from .openspiel_eval import evaluate_openspiel, format_outcome_table
 from .pieces import ConfigFiles, WizardQuestions, task_config_reader, task_config_writer
 
 __all__ = ["OPENSPIEL_CURRICULUM", "OPENSPIEL_DEFAULTS", "OPENSPIEL_ENV_KEYS",
@@ -448,4 +449,14 @@ def make_task() -> Task:
                         ReportColumn("turns", "turns")),
         record_fields=_record_fields, sample_table=SAMPLE_TABLE, curriculum=OPENSPIEL_CURRICULUM,
         server_port=8002, config_files=CONFIG_FILES, wizard=WIZARD, presets=OPENSPIEL_PRESETS,
+        evaluation_report=EvaluationReport(flags=("opponent", "games"), run=_outcome_rows,
+                                           format=format_outcome_table),
     )
+
+
+def _outcome_rows(play, cfg, num_episodes: Optional[int], *, opponent: Optional[str] = None,
+                  games: Optional[str] = None) -> dict:
+    """``gamerl evaluate``'s report: win / draw / loss per game (100 games each by default),
+    ``games`` a comma-separated list."""
+    return evaluate_openspiel(play, cfg, openspiel_settings(cfg), num_episodes or 100, opponent,
+                              games=games.split(",") if games else None)

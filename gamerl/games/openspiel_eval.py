@@ -1,7 +1,10 @@
 """OpenSpiel evaluation: win / draw / loss rates per game with confidence intervals, and reference
-rows (a random agent and an MCTS agent against the same opponent).
+rows (a random agent and an MCTS agent against the same opponent). ``gamerl evaluate`` reaches it
+through the game's ``Task.evaluation_report`` (``gamerl.games.openspiel``), handing in ``play``:
+the trainer's evaluation of the policy on held-out games, so this module imports nothing of the
+trainer.
 
-    rows = evaluate_openspiel(lm, tokenizer, cfg, num_episodes=100, opponent="mcts")
+    rows = evaluate_openspiel(play, cfg, settings, num_episodes=100, opponent="mcts")
     print(format_outcome_table(rows))
 
 The policy plays ``num_episodes`` held-out games per game (seeds from ``eval_seed_start``, the
@@ -16,9 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from ..core.evaluate import eval_instances, evaluate
 from .base import wilson_interval
-from .openspiel import openspiel_settings
 
 __all__ = ["evaluate_openspiel", "format_outcome_table", "outcome_row"]
 
@@ -31,21 +32,22 @@ def outcome_row(win: int, draw: int, loss: int, games: int, **extra: Any) -> dic
             "win_ci": list(wilson_interval(win, games)), **extra}
 
 
-def evaluate_openspiel(lm, tokenizer, cfg, num_episodes: int = 100, opponent: str = "random", *,
-                       games: Optional[Sequence[str]] = None, greedy: bool = False,
-                       mcts_simulations: Optional[int] = None, references: bool = True,
-                       make_env: Optional[Callable[..., Any]] = None) -> dict[str, dict]:
+def evaluate_openspiel(play: Callable[[Any, int, dict], dict], cfg, settings: dict,
+                       num_episodes: int = 100, opponent: Optional[str] = None, *,
+                       games: Optional[Sequence[str]] = None,
+                       mcts_simulations: Optional[int] = None,
+                       references: bool = True) -> dict[str, dict]:
     """``{player: {game: outcome_row}}`` for the policy and (``references``) the random and MCTS
-    agents, each over ``num_episodes`` games per game against ``opponent``."""
-    settings = openspiel_settings(cfg)
+    agents, each over ``num_episodes`` games per game against ``opponent`` (default: the run's).
+    ``play(cfg, num_episodes, overrides)`` evaluates the policy on the held-out games that
+    ``cfg`` and ``overrides`` name; ``settings`` is the run's OpenSpiel settings with defaults."""
+    opponent = opponent or settings.get("opponent", "random")
     games = list(games or settings["games"])
     simulations = mcts_simulations or settings.get("mcts_simulations", 50)
     # The opponent's strength is part of the question: the run's settings, this opponent.
     cfg = cfg.replace(task_config={**dict(cfg.task_config or {}), "opponent": opponent,
                                    "mcts_simulations": simulations})
-    instances = eval_instances(cfg, num_episodes, {"games": games, "opponent": opponent})
-    metrics = evaluate(lm, tokenizer, instances, cfg, greedy=greedy, make_env=make_env,
-                       sample_seed=cfg.seed + 1234)
+    metrics = play(cfg, num_episodes, {"games": games, "opponent": opponent})
     illegal = metrics["illegal_rate"]
     rows: dict[str, dict] = {"policy": {}}
     for game in games:
