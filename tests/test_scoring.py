@@ -15,6 +15,7 @@ import math
 import pytest
 import torch
 
+from gamerl.config import PRESETS
 from gamerl.models import PolicyWithValue, chat_prompt, load_policy
 from gamerl.core.rollout import LMPolicy, RolloutConfig, encode
 from gamerl.core.scoring import (Sampling, SampledLogprobs, pack_bits, score_tokens, support_mask,
@@ -224,7 +225,7 @@ def test_forward_policy_matches_recorded_logprobs_of_truncated_sampling(tiny):
         assert (out.logprobs >= full.logprobs - 1e-6).all()
 
 
-@pytest.mark.parametrize("preset", ["tiny", "smollm2-135m", "smollm2-135m-r12", "qwen3-0.6b"])
+@pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_a_confident_sampled_token_gets_a_gradient_under_the_training_sampling(preset):
     """Under the original notebook's top-p 0.9 a token of probability 0.95 was alone in its
     support: log-prob exactly 0, no gradient, no KL, whatever its advantage. The presets'
