@@ -3,24 +3,30 @@
     python bench/doc_numbers.py quick               # rerun the quick run; exit 1 if the doc differs
     python bench/doc_numbers.py quick --write       # rerun it and rewrite its block in the doc
     python bench/doc_numbers.py main-run RUN_DIR...  # the main run's block: its runs over seeds
-    python bench/doc_numbers.py main-run RUN_DIR... --write   # ... into README.md and benchmarks.md
+    python bench/doc_numbers.py main-run RUN_DIR... --write   # ... into README.md and results.md
     python bench/doc_numbers.py spread RUN_DIR RUN_DIR ...  # one preset over seeds: mean, min, max
     python bench/doc_numbers.py keep RUN_DIR NAME    # commit a run's summary: bench/results/NAME.json
     python bench/doc_numbers.py spread bench/results/A.json ... --write BLOCK DOC ...  # into docs
 
-Two kinds of numbers, two marked blocks (``<!-- NAME:begin ... -->`` to ``<!-- NAME:end -->``):
+Every results table of the user docs is a marked block (``<!-- NAME:begin ... -->`` to
+``<!-- NAME:end -->``) that this script writes; the blocks live in docs/results.md (README.md
+repeats ``main-run``):
 
-* ``quick-run`` (docs/benchmarks.md): a small deterministic training run (the tiny model, fixed
+* ``quick-run`` (docs/results.md): a small deterministic training run (the tiny model, fixed
   seeds, one CPU thread, well under a minute) whose exact results the doc shows;
   tests/test_doc_numbers.py reruns it on every CI run and fails when the code no longer produces
   them. A change that moves them on purpose rewrites the block with ``--write`` in the same
   commit.
-* ``main-run`` (README.md and docs/benchmarks.md, the same block): the held-out results of
+* ``main-run`` (README.md and docs/results.md, the same block): the held-out results of
   ``python -m gamerl train --preset tiny`` over seeds (``--seed 0`` to ``--seed 4``: the mean and
   min–max of each number; 30 epochs each, too long for CI), each time with the commit
   and the date they were measured at, so a reader can tell how old they are. The commit is the
   run's ``git_commit`` in summary.json when the trainer records one, else this checkout's HEAD,
-  which must then be clean (``--allow-dirty`` says "plus uncommitted changes" instead).
+  which must then be clean (``--allow-dirty`` says "plus uncommitted changes" instead); the
+  machine is the runs' ``host`` in summary.json.
+* ``spread ... --write BLOCK DOC`` (e.g. ``r12-preset`` in docs/results.md): one preset over
+  seeds from committed run files (``bench/results/*.json``, made by ``keep``), every row, then
+  mean, min and max, and one line under the table with the command, commit, date and machine.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+RESULTS_PAGE = ROOT / "docs" / "results.md"  # the home of every results block
 README = ROOT / "README.md"
 QUICK_BLOCK, MAIN_BLOCK = "quick-run", "main-run"
 # The quick run: the main job's pipeline (warm start, baseline, PPO, final evaluation, reference
@@ -246,9 +252,17 @@ def check_main_run_config(config: dict) -> None:
                          + ", ".join(f"{k}={config.get(k)!r}" for k in differ))
 
 
+def _machines(summaries: list[dict]) -> str:
+    """``; CPU, N cores`` for the runs' hosts (summary.json's ``host``), or "" without one."""
+    hosts = sorted({f"{s['host'].get('cpu', '?')}, {s['host'].get('cpu_count', '?')} cores"
+                    for s in summaries if s.get("host")})
+    return "".join(f"; {h}" for h in hosts)
+
+
 def main_run_block(run_dirs: list[Path], allow_dirty: bool = False) -> str:
     """The main job over seeds (``--seed 0`` ... ``--seed N-1``, one run each): mean and
-    min–max per cell, the held-out games, the commit and the date of the latest run."""
+    min–max per cell, the held-out games, the commit and the date of the latest run, and the
+    machine."""
     paths = [Path(d) / "summary.json" for d in run_dirs]
     summaries = [json.loads(p.read_text()) for p in paths]
     for summary in summaries:
@@ -264,13 +278,13 @@ def main_run_block(run_dirs: list[Path], allow_dirty: bool = False) -> str:
     if len(summaries) == 1:  # one run: its own numbers (not a spread: say so by its form)
         return (f"`python -m gamerl train --preset tiny`, {summaries[0]['final']['episodes']} "
                 f"held-out games ({_seeds(summaries[0])}):\n\n{results_table(summaries[0])}\n"
-                f"{stamps[0]}.\n")
+                f"{stamps[0]}{_machines(summaries)}.\n")
     seed_text = (f"`--seed {seeds[0]}` to `--seed {seeds[-1]}`" if seeds == list(
         range(seeds[0], seeds[-1] + 1)) else "seeds " + ", ".join(map(str, seeds)))
     return (f"`python -m gamerl train --preset tiny`, {len(seeds)} runs ({seed_text}), "
             f"{summaries[0]['final']['episodes']} held-out games ({_seeds(summaries[0])}); "
             f"each cell the mean over the runs (min–max):\n\n{spread_results_table(summaries)}\n"
-            f"{stamps[latest]}.\n")
+            f"{stamps[latest]}{_machines(summaries)}.\n")
 
 
 def cmd_main_run(args: argparse.Namespace) -> int:
@@ -278,7 +292,7 @@ def cmd_main_run(args: argparse.Namespace) -> int:
     if not args.write:
         print(body, end="")
         return 0
-    for doc in (README, BENCHMARKS):
+    for doc in (README, RESULTS_PAGE):
         doc.write_text(replace_block(doc.read_text(), MAIN_BLOCK, body))
         print(f"wrote the {MAIN_BLOCK} block of {doc}")
     return 0
@@ -406,12 +420,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     q = sub.add_parser("quick", help="rerun the quick run and compare with (or --write) the doc")
     q.add_argument("--write", action="store_true")
-    q.add_argument("--doc", default=str(BENCHMARKS))
+    q.add_argument("--doc", default=str(RESULTS_PAGE))
     q.set_defaults(fn=cmd_quick)
     m = sub.add_parser("main-run", help="the main run's block from its run directories, one "
                                         "per seed")
     m.add_argument("run_dirs", nargs="+")
-    m.add_argument("--write", action="store_true", help="into README.md and docs/benchmarks.md")
+    m.add_argument("--write", action="store_true", help="into README.md and docs/results.md")
     m.add_argument("--allow-dirty", action="store_true")
     m.set_defaults(fn=cmd_main_run)
     s = sub.add_parser("spread", help="runs of one preset over several seeds: every row, then "

@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="print every setting of this run (value, section, meaning) and exit: "
                    "no model is loaded, nothing is written")
     t.add_argument("--resume", action="store_true", help="continue from OUT/last (refused, "
-                   "changing nothing, when it is missing or damaged: docs/training.md)")
+                   "changing nothing, when it is missing or damaged: docs/how-to/resume.md)")
     t.add_argument("--epochs", type=int)
     t.add_argument("--episodes-per-epoch", dest="episodes_per_epoch", type=int)
     t.add_argument("--eval-episodes", dest="eval_episodes", type=int)

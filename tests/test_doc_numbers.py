@@ -1,6 +1,6 @@
 """The numbers in the docs come from the code as it is (bench/doc_numbers.py): the quick run's
-block in docs/benchmarks.md is rerun and compared exactly, and the main run's block (README.md
-and docs/benchmarks.md) names the commit and date it was measured at."""
+block in docs/results.md is rerun and compared exactly, and the main run's block (README.md
+and docs/results.md) names the commit, date and machine it was measured at."""
 
 import importlib.util
 import json
@@ -22,7 +22,7 @@ _spec.loader.exec_module(doc_numbers)
 @pytest.mark.slow
 def test_quick_run_numbers_match_the_docs(tiny_dir):
     """Reruns the deterministic quick run (GAMERL_TINY_DIR: the freshly built tiny model, the
-    same as checkpoints/tiny) and compares every number with docs/benchmarks.md."""
+    same as checkpoints/tiny) and compares every number with docs/results.md."""
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "doc_numbers.py"), "quick"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT,
                           env={**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_SILENT": "true"})
@@ -34,12 +34,12 @@ def test_quick_run_numbers_match_the_docs(tiny_dir):
 
 def _main_blocks() -> tuple[str, str]:
     return (doc_numbers.read_block((ROOT / "README.md").read_text(), "main-run"),
-            doc_numbers.read_block((ROOT / "docs" / "benchmarks.md").read_text(), "main-run"))
+            doc_numbers.read_block((ROOT / "docs" / "results.md").read_text(), "main-run"))
 
 
 def test_main_run_numbers_carry_their_commit():
-    readme, benchmarks = _main_blocks()
-    assert readme == benchmarks  # one measurement, one text
+    readme, results = _main_blocks()
+    assert readme == results  # one measurement, one text
     match = doc_numbers.COMMIT_LINE.search(readme)
     assert match, "the main-run block must say 'Measured at commit `SHA` on YYYY-MM-DD'"
     commit = match.group(1)
@@ -62,8 +62,9 @@ def _summary(rows: dict, **extra) -> dict:
 
 
 def _skeleton(block: str) -> str:
-    """The block with its numbers, commit and date taken out: its format."""
+    """The block with its numbers, commit, date and machine taken out: its format."""
     block = doc_numbers.COMMIT_LINE.sub("Measured at commit C on D", block)
+    block = re.sub(r"(Measured at commit C on D); .*\.$", r"\1; MACHINE.", block, flags=re.M)
     return re.sub(r"\d[\d,]*(\.\d+)?%?", "N", block)
 
 
@@ -77,7 +78,8 @@ def test_main_run_block_is_what_the_tool_writes(tmp_path):
         row = {"reward": 1.0 + seed, "rules_satisfied": 2.0, "success_rate": 0.1 * seed,
                "turns": 3.0, "episodes": 128}
         summary = _summary({k: dict(row) for k in ("zero_shot", "baseline", "final", "solver",
-                                                    "random")}, git_commit="abcdef1")
+                                                    "random")}, git_commit="abcdef1",
+                           host={"cpu": "Some CPU", "cpu_count": 2})
         summary["config"]["seed"] = seed
         summary["solver"]["label"], summary["random"]["label"] = ("solver (all rules)",
                                                                   "random strings (floor)")
@@ -87,6 +89,7 @@ def test_main_run_block_is_what_the_tool_writes(tmp_path):
     block = doc_numbers.main_run_block(dirs)
     assert "| after PPO (last epoch) | 3.00 (1.00–5.00) |" in block  # mean (min–max)
     assert "20.0% (0.0%–40.0%)" in block and "`--seed 0` to `--seed 4`" in block
+    assert re.search(r"Measured at commit `abcdef1` on \S+; Some CPU, 2 cores\.\n$", block)
     single = doc_numbers.main_run_block(dirs[:1])  # one run: its own numbers, no spread
     assert "(min–max)" not in single and "| after PPO (last epoch) | 1.00 |" in single
     assert _skeleton(readme) in (_skeleton(block), _skeleton(single))
@@ -211,7 +214,7 @@ def test_machine_id_names_the_cpu_generation():
     family = re.search(r"^cpu family\s*:\s*(\S+)", first, re.MULTILINE).group(1)
     model = re.search(r"^model\s*:\s*(\S+)", first, re.MULTILINE).group(1)
     assert f"(family {family} model {model})" in doc_numbers.machine_id()
-    block = doc_numbers.read_block((ROOT / "docs" / "benchmarks.md").read_text(), "quick-run")
+    block = doc_numbers.read_block((ROOT / "docs" / "results.md").read_text(), "quick-run")
     assert re.search(r"\(family \S+ model \S+\)", doc_numbers.MACHINE_LINE.search(block).group(1))
 
 

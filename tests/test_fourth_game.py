@@ -1,6 +1,6 @@
 """A fourth game is one module and one registry line: a trivial in-process game ("say the
 number"), registered as a ``Task`` here, is played by the rollout and scored by the evaluation
-with no change to gamerl.core (docs/training.md, "Adding a game"). It names none of the optional
+with no change to gamerl.core (docs/how-to/add-a-game.md). It names none of the optional
 trainer fields (``record_fields``, ``sample_table``, ``curriculum``): its episode records and
 sample table are the generic ones.
 

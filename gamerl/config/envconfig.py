@@ -68,7 +68,7 @@ def config_files(task: str, where: str = "") -> ConfigFiles:
     files = get_task(task).config_files
     if files is None:
         raise ValueError(f"{prefix}game {task!r} has no env_config.json settings (its Task "
-                         "declares no config_files: docs/training.md, \"Adding a game\"); play "
+                         "declares no config_files: docs/how-to/add-a-game.md); play "
                          f"it with `python -m gamerl train --task {task}`, or use one of "
                          f"{', '.join(env_tasks())}")
     return files

@@ -423,7 +423,7 @@ class TrainConfig:
         from ..games.registry import TASKS
 
         need(self.task in TASKS, f"task {self.task!r} is not a registered game; choose from "
-             f"{', '.join(sorted(TASKS))} (or register_task: docs/training.md, 'Adding a game')")
+             f"{', '.join(sorted(TASKS))} (or register_task: docs/how-to/add-a-game.md)")
         need(isinstance(self.task_config, dict), "task_config must be a dict")
         need(self.warmstart_demos in ("format", "expert"), "warmstart_demos: 'format' or 'expert'")
         if self.warmstart_demos == "expert":  # the game says whether it has an expert
@@ -673,7 +673,7 @@ TINY_PRESET = dict(
 )
 
 # Qwen3-0.6B on one GPU: the seed's settings, with memory settings for a 0.6B model in bf16, and
-# the critic's scale (docs/training.md, "PPO: every knob").
+# the critic's scale (docs/concepts.md, "Rewards"; the reasons per setting below).
 # * gradient_checkpointing and micro_batch_size=1: 30-turn conversations reach a few thousand
 #   tokens; activations, not weights, are what runs out of memory.
 # * reward_mode="absolute" is the seed's; consider "delta" for the full 30-turn game (see above).

@@ -122,7 +122,7 @@ def spec_from_task(task: Task) -> GameSpec:
     """The bridge's spec of a game: its ``Task`` and the ``VerlSpec`` of ``task.verl()``."""
     if task.verl is None:
         raise ValueError(f"game {task.name!r} has no verl spec (its Task declares no verl: "
-                         f"docs/training.md, \"Adding a game\"); known: {', '.join(GAMES)}")
+                         f"docs/how-to/add-a-game.md); known: {', '.join(GAMES)}")
     verl = task.verl()
     return GameSpec(
         name=task.name, title=verl.title, system_prompt=task.system_prompt,  # our trainer's
