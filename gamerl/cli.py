@@ -68,7 +68,7 @@ def _train_config(args: argparse.Namespace):
     env_url = args.env_url
     if args.resume and out is not None and (out / "config.json").exists():
         # A resumed run keeps its own settings; only flags given now change them (e.g. --epochs).
-        cfg = TrainConfig.load(out / "config.json").replace(**overrides)
+        cfg = TrainConfig.load(out / "config.json", resuming=True).replace(**overrides)
     elif args.config:  # the JSON files (gamerl/config/jsonconfig.py), then the flags
         from .config.envconfig import LEGACY_TASK
         from .config.jsonconfig import load_run_config

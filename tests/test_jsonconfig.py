@@ -95,6 +95,22 @@ def test_unknown_section_and_env_key(tmp_path):
         load_run_config(path)
 
 
+def test_a_removed_setting_is_dropped_when_off_and_refused_when_on(tmp_path):
+    """A file written before settings were removed (train_config.REMOVED_SETTINGS) loads where
+    they are off; one that turns one on is refused in one line naming the git tag to run it
+    from."""
+    train, env = _committed()
+    train["training"].update(warmstart_kl_coef=0.0, warmstart_rft_rounds=0,
+                             warmstart_rft_keep=0.5)  # keep: only with rounds on
+    path = _write(tmp_path, train, env)
+    assert load_run_config(path)[0] == load_run_config(TRAIN)[0]
+    train["training"]["warmstart_rft_rounds"] = 1
+    path = _write(tmp_path, train, env)
+    with pytest.raises(ValueError, match=r"training sets warmstart_rft_rounds=1, "
+                                         r"warmstart_rft_keep=0\.5.*experiments-2026-12"):
+        load_run_config(path)
+
+
 @pytest.mark.parametrize("section,key,value,match", [
     ("training", "epochs", "ten", r"training\.epochs: expected an integer"),
     ("lora", "enabled", "yes", r"lora\.enabled: expected true or false"),

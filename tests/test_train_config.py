@@ -6,7 +6,8 @@ import json
 import pytest
 
 from gamerl.config import TrainConfig, coerce_override, get_config
-from gamerl.config.train_config import SECTIONS, SETTING_SECTION, OptimSettings, setting_fields
+from gamerl.config.train_config import (REMOVED_SETTINGS, REMOVED_TAG, SECTIONS, SETTING_SECTION,
+                                        OptimSettings, setting_fields)
 from gamerl.games.password_game import PasswordGameSettings
 
 
@@ -67,6 +68,27 @@ def test_config_json_keeps_flat_names_and_old_files_load(tmp_path):
     # a file written by section loads too
     path.write_text(json.dumps({"optim": {"lr": 7e-5}, "password_game": {"num_rules": 9}}))
     assert (TrainConfig.load(path).lr, TrainConfig.load(path).num_rules) == (7e-5, 9)
+
+
+def test_a_run_that_turned_on_a_removed_setting_evaluates_but_does_not_resume(tmp_path):
+    """Settings removed on 2026-12-07 (REMOVED_SETTINGS): a config.json that kept them off
+    loads and resumes; one that turned one on still loads (its checkpoints evaluate), but its
+    resume is refused in one line naming the git tag that still runs it."""
+    cfg = get_config("tiny")
+    path = tmp_path / "config.json"
+    old = {**cfg.to_dict(), **REMOVED_SETTINGS}  # every removed setting, each off
+    path.write_text(json.dumps(old))
+    assert TrainConfig.load(path, resuming=True) == cfg
+    # one that mattered only while another was on: not in use while that one is off
+    path.write_text(json.dumps({**old, "warmstart_rft_keep": 0.5}))
+    assert TrainConfig.load(path, resuming=True) == cfg
+    path.write_text(json.dumps({**old, "warmstart_rft_rounds": 2, "warmstart_rft_keep": 0.5}))
+    assert TrainConfig.load(path) == cfg
+    with pytest.raises(ValueError) as refused:
+        TrainConfig.load(path, resuming=True)
+    message = str(refused.value)
+    assert "\n" not in message and REMOVED_TAG in message
+    assert "warmstart_rft_rounds=2, warmstart_rft_keep=0.5" in message
 
 
 @pytest.mark.parametrize("moved", [dict(val_seed_start=1_000_010),  # validation into test

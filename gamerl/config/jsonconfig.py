@@ -50,10 +50,8 @@ training      epochs, episodes_per_epoch, max_steps, seed, train_seed_start,
               train_seed_count, eval_seed_start, eval_episodes, val_seed_start,
               val_episodes, eval_batch_size, save_every, eval_every,
               warmstart, warmstart_examples, warmstart_steps, warmstart_batch_size,
-              warmstart_lr, warmstart_checkpoint_seconds, warmstart_kl_coef,
-              warmstart_all_layers, warmstart_rft_rounds, warmstart_rft_episodes,
-              warmstart_rft_keep, warmstart_rft_steps, warmstart_rft_labels,
-              warmstart_rft_with_demos                 the field of the same name
+              warmstart_lr, warmstart_checkpoint_seconds,
+              warmstart_all_layers                     the field of the same name
 curriculum    enabled, stages             curriculum: enabled false -> None; stages null
                                           (or "default") -> "default"; else the list of
                                           stage dicts {"name", "games", "opponent",
@@ -68,8 +66,12 @@ logging       wandb_mode, wandb_project,  the field of the same name (wandb_mode
 
 Not in the file: ``task`` and ``task_config``, and the Password Game's num_rules,
 reward_per_rule, length_penalty, episode_bonus, bonus_min_rules and reward_mode (all from
-env_config.json: gamerl/config/envconfig.py says which keys each game has), and warmstart_extra_prob,
-warmstart_demos and warmstart_shown_mistakes (the base's values).
+env_config.json: gamerl/config/envconfig.py says which keys each game has), and warmstart_extra_prob
+and warmstart_demos (the base's values).
+
+A key of a setting removed on 2026-12-07 (``train_config.REMOVED_SETTINGS``) is dropped where it
+holds the value that left it off, and refused in one line, naming the git tag that still runs it,
+where it does not.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-from .train_config import PRESETS, TrainConfig, get_config
+from .train_config import PRESETS, REMOVED_SETTINGS, TrainConfig, get_config, refuse_removed
 from .envconfig import ENV_FILE, LEGACY_TASK, config_files, env_to_json, read_env
 from .jsonchecks import COMMENT, PathLike, check_keys, field_value, read_json
 
@@ -121,12 +123,7 @@ SECTIONS: dict[str, dict[str, str]] = {
                                 "warmstart",
                                 "warmstart_examples", "warmstart_steps",
                                 "warmstart_batch_size", "warmstart_lr",
-                                "warmstart_checkpoint_seconds", "warmstart_kl_coef",
-                                "warmstart_all_layers",
-                                "warmstart_rft_rounds",
-                                "warmstart_rft_episodes", "warmstart_rft_keep",
-                                "warmstart_rft_steps", "warmstart_rft_labels",
-                                "warmstart_rft_with_demos")},
+                                "warmstart_checkpoint_seconds", "warmstart_all_layers")},
     "curriculum": {"window": "curriculum_window"},
     "replay": {"capacity": "replay_capacity"},
     "logging": {k: k for k in ("wandb_mode", "wandb_project", "progress")},
@@ -137,8 +134,7 @@ TOP_LEVEL: dict[str, str] = {"preset": "preset", "output_dir": "out_dir"}
 # TrainConfig fields that train_config.json does not hold (see the module docstring).
 NOT_IN_TRAIN_FILE = ("task", "task_config", "curriculum", "replay_fraction", "num_rules",
                      "reward_per_rule", "length_penalty", "episode_bonus", "bonus_min_rules",
-                     "reward_mode", "warmstart_extra_prob", "warmstart_demos",
-                     "warmstart_shown_mistakes")
+                     "reward_mode", "warmstart_extra_prob", "warmstart_demos")
 
 # The comments that say the same for every game; train_comments(task) adds the game's own
 # (its module's ConfigFiles.train_comments).
@@ -192,6 +188,7 @@ def _train_values(data: dict, path: Path, base: TrainConfig) -> dict[str, Any]:
         if not isinstance(obj, dict):
             raise ValueError(f"{path}: section {section!r} must be an object, got "
                              f"{json.dumps(obj)}")
+        obj = _without_removed(obj, f"{path}: {section}")
         check_keys(obj, [*SPECIAL_KEYS.get(section, ()), *mapping], f"{path}: {section}")
         for key, field in mapping.items():
             if key in obj:
@@ -201,6 +198,13 @@ def _train_values(data: dict, path: Path, base: TrainConfig) -> dict[str, Any]:
     if isinstance(data.get("replay"), dict):
         out.update(_replay_value(data["replay"], path, base))
     return out
+
+
+def _without_removed(obj: dict, where: str) -> dict:
+    """A section without the keys of removed settings (``REMOVED_SETTINGS``), refused where one
+    is on (``refuse_removed``)."""
+    refuse_removed(obj, where)
+    return {k: v for k, v in obj.items() if k not in REMOVED_SETTINGS}
 
 
 def _curriculum_value(sec: dict, path: Path, base: TrainConfig) -> dict[str, Any]:

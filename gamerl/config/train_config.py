@@ -6,7 +6,8 @@ what the model is told), ``password_game`` (that game's rules and reward: its ow
 ``gamerl.games.password_game.PasswordGameSettings``; Wordle's and OpenSpiel's settings are their
 ``task_config``), ``sampling``, ``schedule`` (epochs, episodes, evaluation), ``instances`` (which
 games are played: seeds, curriculum, failure replay), ``optim``, ``ppo`` (the loss), ``advantage``,
-``kl``, ``sft`` (the warm start), ``rft`` (its rejection-sampling rounds) and ``output``.
+``kl``, ``sft`` (the warm start) and ``output``. Settings that no preset used were removed on
+2026-12-07 (``REMOVED_SETTINGS``); the tag ``experiments-2026-12`` still has them.
 
 Every setting also has one flat name, unique across the sections (``lr``, ``num_rules``,
 ``warmstart_steps``): presets, ``--set NAME=VALUE``, ``get_config(**overrides)``,
@@ -253,11 +254,6 @@ class DemonstrationSettings:
     # Password Game demonstrations: the chance that a later rule's ingredient is in the password
     # ("format": each rule independently; "expert": each next known rule of the first password).
     warmstart_extra_prob: float = 0.5
-    # Expert demonstrations: the chance, at each turn the expert could make its game's common
-    # mistake (Task.expert_mistake; Wordle: its previous guess again), that it does, once a game
-    # at most, before its repair on the next turn. The mistake is played and its feedback shown,
-    # but it has no loss (warmstart.py): the model learns what to do after it. 0: clean games.
-    warmstart_shown_mistakes: float = 0.0
 
 
 @dataclass
@@ -269,11 +265,6 @@ class WarmStartSettings:
     warmstart_steps: int = 300
     warmstart_batch_size: int = 32
     warmstart_lr: float = 3e-3
-    # The warm start's loss adds this times the exact KL(pi || the model as it came) at the
-    # answer tokens (warmstart.py::sft_kl_loss): the demonstrations teach the format while the
-    # base model's own preferences between answers are kept where the demonstrations do not
-    # contradict them. 0: plain cross-entropy (every preset).
-    warmstart_kl_coef: float = 0.0
     # The warm start trains every layer even where PPO trains only the top trainable_layers
     # (PPO then starts from the warm-started model, its bottom frozen there). On Wordle the
     # warm start on the top 4 of SmolLM2's 30 layers learned the format but not to read the
@@ -286,38 +277,6 @@ class WarmStartSettings:
     # the model size, unless saving takes over a tenth of the time, then less often (a 150-step
     # Qwen3-0.6B warm start takes about 6 minutes; 0: after every step, for tests).
     warmstart_checkpoint_seconds: float = 30.0
-
-
-@dataclass
-class RFTSettings:
-    """Rejection-sampling fine-tuning (RFT; ReST-EM, STaR), the warm start's second part
-    (warmstart.py::rejection_sampled), after the demonstrations: each round the model plays
-    ``warmstart_rft_episodes`` training games with the run's sampling settings, keeps the
-    ``warmstart_rft_keep`` fraction with the highest return and trains ``warmstart_rft_steps``
-    more steps (``warmstart_batch_size``, ``warmstart_lr``) on them alone: answers it can
-    already sample and that paid, the distribution PPO then re-weights. 0 rounds: off.
-
-    ``warmstart_rft_labels="expert"`` makes the rounds DAgger's instead (Ross, Gordon and
-    Bagnell 2011; warmstart.py::expert_relabeled): every state the model reached in its games
-    (after its first turn) is answered by the game's expert, loss on the expert's answer only,
-    and each round's steps draw from every round's labels so far (DAgger's aggregate;
-    ``warmstart_rft_keep`` does not apply). The demonstrations show the expert on its own
-    boards; these show it on the model's, after the model's own mistakes.
-    ``"expert_likeliest"``: the same, but where the expert draws from answers that are all as
-    good (``Task.expert_choices``: Wordle's answers consistent with every mark), the label is
-    the one the model finds likeliest (the most probable to sample, not a word it cannot spell),
-    and a state where the model's move was any of them is left out.
-
-    ``warmstart_rft_with_demos``: the rounds' steps also draw from the demonstrations (uniformly
-    over the pool of both), so what the demonstrations taught (the format, words it can spell)
-    stays in every batch; with DAgger labels this is the paper's aggregate dataset, whose first
-    part is the expert's own games."""
-    warmstart_rft_rounds: int = 0
-    warmstart_rft_episodes: int = 128
-    warmstart_rft_keep: float = 0.25
-    warmstart_rft_steps: int = 16
-    warmstart_rft_labels: Literal["own", "expert", "expert_likeliest"] = "own"
-    warmstart_rft_with_demos: bool = False
 
 
 @dataclass
@@ -337,9 +296,41 @@ SECTIONS: dict[str, type] = {
     "evaluation": EvaluationSettings,
     "schedule": ScheduleSettings, "instances": InstanceSettings, "optim": OptimSettings,
     "ppo": PPOSettings, "advantage": AdvantageSettings, "kl": KLSettings,
-    "demos": DemonstrationSettings, "sft": WarmStartSettings, "rft": RFTSettings,
-    "output": OutputSettings,
+    "demos": DemonstrationSettings, "sft": WarmStartSettings, "output": OutputSettings,
 }
+
+
+# Settings removed on 2026-12-07 (issue 61; none was set by a preset), each with its old
+# default, the value that left it off: a run directory or config file that kept it there still
+# loads (the name is dropped), one that had it on ran what this trainer no longer can.
+REMOVED_TAG = "experiments-2026-12"  # the last commit that has them: rerun such a run from it
+REMOVED_SECTIONS = ("rft",)  # a section that emptied: its settings are in REMOVED_SETTINGS
+REMOVED_SETTINGS: dict[str, Any] = {
+    "warmstart_kl_coef": 0.0, "warmstart_shown_mistakes": 0.0, "warmstart_rft_rounds": 0,
+    "warmstart_rft_episodes": 128, "warmstart_rft_keep": 0.25, "warmstart_rft_steps": 16,
+    "warmstart_rft_labels": "own", "warmstart_rft_with_demos": False,
+}
+# a removed setting that mattered only while another one was on
+REMOVED_ONLY_WITH = {name: "warmstart_rft_rounds" for name in REMOVED_SETTINGS
+                     if name.startswith("warmstart_rft_") and name != "warmstart_rft_rounds"}
+
+
+def removed_in_use(settings: dict[str, Any]) -> list[str]:
+    """The removed settings (``REMOVED_SETTINGS``) that ``settings`` (flat names, as a run's
+    config.json has them) set to something other than off, where that changed the run."""
+    def on(name: str) -> bool:
+        return name in settings and settings[name] != REMOVED_SETTINGS[name]
+
+    return [name for name in REMOVED_SETTINGS if on(name) and on(REMOVED_ONLY_WITH.get(name, name))]
+
+
+def refuse_removed(settings: dict[str, Any], where: str) -> None:
+    """ValueError, in one line, when ``settings`` turn on a removed setting (``removed_in_use``)."""
+    used = removed_in_use(settings)
+    if used:
+        raise ValueError(f"{where} sets {', '.join(f'{n}={settings[n]!r}' for n in used)}, "
+                         f"removed from the trainer on 2026-12-07: run it from the git tag "
+                         f"{REMOVED_TAG}")
 
 
 def setting_fields() -> dict[str, Any]:
@@ -399,7 +390,6 @@ class TrainConfig:
     kl: KLSettings
     demos: DemonstrationSettings
     sft: WarmStartSettings
-    rft: RFTSettings
     output: OutputSettings
 
     def __init__(self, **settings: Any) -> None:
@@ -432,14 +422,6 @@ class TrainConfig:
             need(get_task(self.task).expert_demo is not None,
                  f"warmstart_demos='expert': task {self.task!r} has no expert demonstrations "
                  "(task='password_game' has); use 'format'")
-        need(0 <= self.warmstart_shown_mistakes < 1, "warmstart_shown_mistakes in [0, 1)")
-        if self.warmstart_shown_mistakes:
-            from ..games.registry import get_task
-
-            need(self.warmstart_demos == "expert" and get_task(self.task).expert_mistake,
-                 f"warmstart_shown_mistakes: only an expert that shows a mistake can (task "
-                 f"{self.task!r}, warmstart_demos={self.warmstart_demos!r}; task='wordle' with "
-                 "warmstart_demos='expert' has one)")
         if self.curriculum:  # the game says whether it has one and what its stages may name
             from ..games.registry import get_task
             from .curriculum_stages import parse_stages
@@ -493,30 +475,8 @@ class TrainConfig:
              "temperature and eval_temperature must be > 0 (eval_greedy adds an argmax row)")
         need(self.max_new_tokens >= 1, "max_new_tokens >= 1")
         need(self.warmstart_checkpoint_seconds >= 0, "warmstart_checkpoint_seconds >= 0")
-        need(self.warmstart_kl_coef >= 0, "warmstart_kl_coef >= 0 (0: no KL to the base model)")
         need(not self.warmstart_all_layers or self.warmstart,
              "warmstart_all_layers is how the warm start trains: set warmstart=true too")
-        need(self.warmstart_rft_rounds >= 0, "warmstart_rft_rounds >= 0 (0: no RFT)")
-        need(self.warmstart_rft_episodes >= 1, "warmstart_rft_episodes >= 1")
-        need(0 < self.warmstart_rft_keep <= 1, "warmstart_rft_keep in (0, 1]: the fraction of "
-             "each round's games kept")
-        need(self.warmstart_rft_steps >= 1, "warmstart_rft_steps >= 1")
-        need(self.warmstart_rft_labels in ("own", "expert", "expert_likeliest"),
-             "warmstart_rft_labels: 'own' (RFT: the model's best games), 'expert' (DAgger: the "
-             "expert answers the model's states) or 'expert_likeliest' (DAgger, the expert's "
-             "answer the model finds likeliest)")
-        if self.warmstart_rft_labels != "own":  # DAgger: the game's expert labels the states
-            from ..games.registry import get_task
-
-            task = get_task(self.task)
-            if self.warmstart_rft_labels == "expert":
-                need(task.expert_demo is not None,
-                     f"warmstart_rft_labels='expert': task {self.task!r} has no expert to label "
-                     "the model's games (task='password_game' and 'wordle' have); use 'own'")
-            else:
-                need(task.expert_choices is not None,
-                     f"warmstart_rft_labels='expert_likeliest': task {self.task!r} has no set of "
-                     "answers its expert draws from (task='wordle' has); use 'expert' or 'own'")
         if self.advantage_estimator == "grpo":
             need(self.group_size >= 2 and self.episodes_per_epoch % self.group_size == 0,
                  "grpo needs group_size >= 2 dividing episodes_per_epoch")
@@ -588,16 +548,20 @@ class TrainConfig:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
 
     @classmethod
-    def load(cls, path: str | Path) -> "TrainConfig":
+    def load(cls, path: str | Path, resuming: bool = False) -> "TrainConfig":
         """A run's config.json: flat names (as ``save`` writes them), or sections of them; a
-        name this version no longer has is left out."""
+        name this version no longer has is left out. ``resuming``: a run that turned on a
+        removed setting (``REMOVED_SETTINGS``) cannot go on here, and is refused in one line
+        (its checkpoints still evaluate)."""
         data = json.loads(Path(path).read_text())
         flat: dict[str, Any] = {}
         for key, value in data.items():
-            if key in SECTIONS and isinstance(value, dict):
+            if (key in SECTIONS or key in REMOVED_SECTIONS) and isinstance(value, dict):
                 flat.update(value)
             else:
                 flat[key] = value
+        if resuming:
+            refuse_removed(flat, f"the run of {path}")
         return cls(**{k: v for k, v in flat.items() if k in SETTING_SECTION})
 
     def replace(self, **overrides: Any) -> "TrainConfig":

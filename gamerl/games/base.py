@@ -20,8 +20,7 @@ game (one module each: ``password_game``, ``wordle``, ``openspiel``; the registr
   docs' tables of its runs, the trainer's and the CLI's console table; reward, success and
   turns unless the game names its own);
 * **helpers**: ``demo(cfg, rng)`` answers for the warm start (format, not skill; optional:
-  ``expert_demo(cfg, rng)``, an expert's answers, skill included, and ``expert_choices(cfg)``,
-  every answer that expert draws from in a state), and
+  ``expert_demo(cfg, rng)``, an expert's answers, skill included), and
   ``reference_agents(cfg)`` (the solver / random rows of an evaluation table, keyed by short
   names) with ``reference_labels`` (what each row is, as tables and figures print it);
 * **optional** (a game may leave them out): ``record_fields(episode)``, the game's own fields of
@@ -72,7 +71,7 @@ Episode = Any  # gamerl.core.rollout.Episode (not imported: the games never impo
 
 __all__ = ["DEFAULT_REPORT_COLUMNS", "GENERIC_METRIC_DESCRIPTIONS", "MAX_TURNS_SHOWN",
            "CurriculumChoices", "EvaluationReport", "Instance", "MakeEnv", "ReportColumn", "SampleTable",
-           "SessionNotFoundError", "ShownMistake", "Task", "TooManySessionsError",
+           "SessionNotFoundError", "Task", "TooManySessionsError",
            "after_marker", "code_span", "column_label", "elide", "episode_instance",
            "eval_split", "extract_answer", "instance_key", "instance_seed", "seed_eval",
            "seed_instances",
@@ -91,14 +90,6 @@ def episode_instance(ep: Episode) -> Any:
 def instance_key(ep: Episode) -> str:
     """The episode's instance as a string that is equal for the same game (JSON, keys sorted)."""
     return json.dumps(episode_instance(ep), sort_keys=True, default=str)
-
-
-class ShownMistake(str):
-    """A demonstration's answer that the warm start plays but does not teach: a mistake the
-    model makes (Wordle: its previous guess again), shown so that the game's feedback on it and
-    the expert's repair on the next turn are in the demonstration. The warm start puts no loss
-    on its tokens (``gamerl.core.warmstart.demonstrations``); it is a plain ``str`` to the rest
-    of the rollout."""
 
 
 def _won(ep: Episode) -> bool:
@@ -242,13 +233,6 @@ class Task:
     # the warm start's ``warmstart_demos="expert"`` (a small pretrained model must see the
     # answers that pay before RL can re-weight them); None: the game has none
     expert_demo: Optional[Callable[[Any, Any], Callable[[Episode], str]]] = None
-    # cfg -> for a state, every answer the expert draws from there, each as good (Wordle: the
-    # opener, or each answer consistent with every mark), for DAgger's
-    # ``warmstart_rft_labels="expert_likeliest"``; None: the game has no such set
-    expert_choices: Optional[Callable[[Any], Callable[[Episode], list[str]]]] = None
-    # the mistake the expert shows (as a ``ShownMistake``) before repairing it, with probability
-    # ``TrainConfig.warmstart_shown_mistakes``, in words for messages; None: its expert shows none
-    expert_mistake: Optional[str] = None
     # The pieces past the trainer (gamerl/games/pieces.py says what each is for); None: the game
     # has none, and only what needs it refuses the game, in one line.
     server_port: Optional[int] = None  # its HTTP server's default port (messages' examples)

@@ -19,8 +19,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from tasks.wordle.game import fits_marks  # the game's check, which its fit_reward pays
 
-from .base import (Instance, MakeEnv, ReportColumn, SampleTable, ShownMistake, Task,
-                   after_marker, code_span, elide, eval_split, instance_key)
+from .base import (Instance, MakeEnv, ReportColumn, SampleTable, Task, after_marker, code_span, elide, eval_split, instance_key)
 from .pieces import (ConfigFiles, VerlSpec, WizardQuestions, task_config_reader,
                      task_config_writer)
 
@@ -434,30 +433,11 @@ def make_task() -> Task:
         return lambda ep: write(rng.choice(words))  # a valid word, feedback ignored: format
 
     def expert_demo(cfg, rng: random.Random) -> Callable:
-        from tasks.wordle.solver import EXPERT_OPENERS, expert_guess
-
-        write, p_mistake = said(cfg), cfg.warmstart_shown_mistakes
-
-        def answer(ep) -> str:  # the openers, then an answer consistent with every mark
-            obs = ep.last_obs
-            history = _board(obs)
-            guesses = [word for word, _ in history]
-            # the trained model's commonest waste, its previous guess again, once a game (the
-            # expert never repeats otherwise) after the openers and with a guess left to repair
-            # it (no draw at 0: the same games)
-            if (p_mistake and len(history) >= len(EXPERT_OPENERS)
-                    and len(set(guesses)) == len(guesses)
-                    and obs.get("guesses_left", 0) > 1 and rng.random() < p_mistake):
-                return ShownMistake(write(guesses[-1]))
-            return write(expert_guess(history, rng))
-
-        return answer
-
-    def expert_choices(cfg) -> Callable:
-        from tasks.wordle.solver import expert_choices as choices
+        from tasks.wordle.solver import expert_guess
 
         write = said(cfg)
-        return lambda ep: [write(word) for word in choices(_board(ep.last_obs))]
+        # the openers, then an answer consistent with every mark
+        return lambda ep: write(expert_guess(_board(ep.last_obs), rng))
 
     def reference_agents(cfg) -> dict:
         from tasks.wordle import answers
@@ -485,8 +465,7 @@ def make_task() -> Task:
         train_instances=train_instances, eval_instances=eval_instances,
         game_text=lambda cfg, instance: instance["answer"],
         turn_stats=turn_stats, metrics=metrics, badness=badness, demo=demo,
-        expert_demo=expert_demo, expert_choices=expert_choices,
-        expert_mistake="its previous guess again",
+        expert_demo=expert_demo,
         reference_agents=reference_agents,
         max_turns=lambda cfg: wordle_config(cfg).max_guesses,
         headline=("best_greens",),

@@ -244,14 +244,6 @@ def expert_guess(history: Sequence[tuple[str, Sequence[str] | int]], rng,
     return opener or default_solver().answers[int(cand[rng.randrange(len(cand))])]
 
 
-def expert_choices(history: Sequence[tuple[str, Sequence[str] | int]],
-                   openers: Sequence[str] = EXPERT_OPENERS) -> list[str]:
-    """Every guess ``expert_guess`` draws from in this state, each as likely: the opener
-    alone, or each answer consistent with every mark so far (in the solver's order)."""
-    opener, cand = _expert_options(history, openers)
-    return [opener] if opener else [default_solver().answers[int(i)] for i in cand]
-
-
 def _expert_options(history, openers) -> tuple[Optional[str], Any]:
     """(the opener the expert plays here, or None; the indices of the answers consistent with
     every mark so far)."""
