@@ -83,14 +83,9 @@ PROCESS_WORDS = {
 
 # Phrases a generated page takes from the code's comments, until the comment is reworded there:
 # docs/reference.md quotes gamerl/games/password_game.py's comment on reward_per_rule.
-FROM_CODE = {"docs/reference.md": ["the seed's reward"]}
-
-
 @pytest.mark.parametrize("path", user_docs(), ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_process_words(path):
     text = prose(path.read_text())
-    for phrase in FROM_CODE.get(path.relative_to(ROOT).as_posix(), []):
-        text = text.replace(phrase, "")
     found = [(what, m.group(0)) for what, pattern in PROCESS_WORDS.items()
              for m in pattern.finditer(text)]
     assert not found, f"{path.relative_to(ROOT)}: {found}"

@@ -222,7 +222,7 @@ class PasswordGameSettings:
     game are the ``game`` section's max_steps). ``password_game_config`` makes the game's own
     ``GameConfig`` of them."""
     num_rules: int = 26  # play only the first N rules (1..26)
-    reward_per_rule: float = 1.0  # the seed's reward: rules * 1.0 - len * 0.01 (+10 at >= 5 rules)
+    reward_per_rule: float = 1.0  # the original notebook's: rules - 0.01 * length, +10 at 5+
     length_penalty: float = 0.01
     episode_bonus: float = 10.0
     bonus_min_rules: int = 5
@@ -359,7 +359,8 @@ def _wizard_questions(cfg, wizard):
                         validate=lambda n: wizard.checked(cfg, num_rules=n))
     turns = wizard.question("Turns (passwords) per game", cfg.max_steps, wizard.int_at_least(1))
     mode = wizard.question("Reward mode: delta (a game returns its final score) or absolute "
-                           "(the seed's: every turn pays the score, which rewards stalling)",
+                           "(the original notebook's: every turn pays the score, which rewards "
+                           "stalling)",
                            cfg.reward_mode, wizard.choice(("delta", "absolute")))
     return wizard.checked(cfg, num_rules=n, max_steps=turns, reward_mode=mode)
 
