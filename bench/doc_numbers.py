@@ -239,14 +239,16 @@ NOT_RESULTS = ("out_dir", "wandb_mode", "wandb_project", "progress", "device")
 def check_main_run_config(config: dict) -> None:
     """SystemExit unless ``config`` is the main job's: ``get_config("tiny")``, with any
     ``--seed``. A setting the run's config.json lacks (added to TrainConfig after that run)
-    counts as its default, which is what the code did before the setting existed."""
+    counts as its default, which is what the code did before the setting existed; one it has
+    that was removed since counts where it was on (``removed_in_use``)."""
     from gamerl.config import get_config
-    from gamerl.config.train_config import setting_fields
+    from gamerl.config.train_config import removed_in_use, setting_fields
 
     main = get_config("tiny").to_dict()
     defaults = {name: f.default for name, f in setting_fields().items()}
     differ = sorted(k for k, v in main.items()
                     if k not in NOT_RESULTS + ("seed",) and config.get(k, defaults[k]) != v)
+    differ += removed_in_use(config)
     if differ:
         raise SystemExit("this run is not `python -m gamerl train --preset tiny`: it differs in "
                          + ", ".join(f"{k}={config.get(k)!r}" for k in differ))

@@ -117,8 +117,8 @@ def bench_config(args, turns: int):
         temperature=0.7, top_p=0.9, top_k=50,
         advantage_estimator="grpo", group_size=args.group_size, episodes_per_epoch=batch,
         minibatch_size=batch, micro_batch_size=None, score_batch_size=batch,
-        ppo_epochs=args.ppo_epochs, clip_range=0.2, loss_agg="token-mean",
-        kl_coef=args.kl_coef, kl_loss_estimator="k3", lr=args.lr, weight_decay=0.0,
+        ppo_epochs=args.ppo_epochs, clip_range=0.2,  # token-mean loss, k3 KL: the trainer's only
+        kl_coef=args.kl_coef, lr=args.lr, weight_decay=0.0,
         max_grad_norm=1.0, entropy_coef=0.0, reward_scale=1.0, gradient_checkpointing=False,
         seed=args.seed, wandb_mode="disabled", progress=False)
 

@@ -182,13 +182,7 @@ def _train(args: argparse.Namespace) -> int:
         resolve_model(cfg.model, probe=True)
     except ModelUnavailableError as e:
         raise UsageError(str(e)) from None
-    from .core.ppo import get_policy_loss
     from .core.trainer import Trainer
-
-    try:
-        get_policy_loss(cfg.policy_loss)
-    except ValueError as e:
-        raise UsageError(f"policy_loss: {e}") from None
 
     make_env = _game_env(cfg, env_url)
     print(f"run directory: {out}", flush=True)

@@ -161,7 +161,7 @@ def test_round_trip_changed_config(tmp_path):
               {"name": "two", "games": ["hex", "othello"], "opponent": "mcts", "threshold": 0.4}]
     cfg = get_config("qwen3-0.6b", task="openspiel").replace(
         model="Qwen/Qwen3-0.6B", lora=True, load_in_4bit=True, lora_rank=32, lora_alpha=64,
-        lora_target_modules=["q_proj", "v_proj"], lr=2e-5, minibatch_size=2, target_kl=0.1,
+        lora_target_modules=["q_proj", "v_proj"], lr=2e-5, minibatch_size=2, clip_range=0.1,
         advantage_estimator="grpo", group_size=5, episodes_per_epoch=40, max_new_tokens=16,
         system_prompt="Play well.", curriculum=stages, curriculum_window=16,
         replay_fraction=0.0, replay_capacity=50, wandb_mode="disabled", out_dir="runs/x",

@@ -5,22 +5,18 @@ second implementation of the same formula.
 """
 
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
 
 from gamerl.core.ppo import (
-    POLICY_LOSSES,
     PolicyLossOutput,
-    agg_loss,
     all_finite,
     compute_gae,
     compute_grpo_advantages,
     compute_turn_gae,
     entropy_from_logits,
     explained_variance,
-    get_policy_loss,
     kl_penalty,
     logprobs_from_logits,
     masked_mean,
@@ -462,55 +458,48 @@ def _check_clip_case(out, logp):
     close(logp.grad, [-0.0, -0.1, 0.3, 0.0, -0.44, 0.0], atol=1e-9)
 
 
-def test_policy_loss_seq_mean_token_mean():
+def test_policy_loss_is_a_token_mean_across_rows():
+    """Every policy token weighs the same, whatever its row (token-mean: the presets' only
+    aggregation); a row without policy tokens adds nothing."""
     logp, old, adv, mask = _clip_case()
     # rows: [a, b, c], [d, e, pad], [all pad]
     idx = torch.tensor([[0, 1, 2], [3, 4, 5], [5, 5, 5]])
     m2 = t([[1, 1, 1], [1, 1, 0], [0, 0, 0]])
-    out = ppo_policy_loss(logp[idx], old[idx], adv[idx], m2, loss_agg="seq-mean-token-mean")
-    # row 0: (-1.2 - 0.5 + 1.5) / 3 = -0.0666666667 ; row 1: (0.8 - 2.2) / 2 = -0.7
-    # the empty row 2 does not count: (-0.0666666667 - 0.7) / 2 = -0.3833333333
-    close(out.loss, -0.3833333333, atol=1e-9)
-    tok = ppo_policy_loss(logp[idx], old[idx], adv[idx], m2, loss_agg="token-mean")
+    tok = ppo_policy_loss(logp[idx], old[idx], adv[idx], m2)
+    # (-1.2 - 0.5 + 1.5 + 0.8 - 2.2) / 5, as on one row
     close(tok.loss, -0.32, atol=1e-9)
 
 
-def test_policy_loss_clip_higher():
+def test_policy_loss_clip_is_symmetric():
     old = t([[-1.0, -1.0]])
     logp = old + t([[1.25, 0.75]]).log()
     adv = t([[1.0, -1.0]])
     mask = t([[1, 1]])
-    # symmetric 0.2: token0 A=+1 r=1.25 -> max(-1.25, -1.2) = -1.2 (clipped);
-    #                token1 A=-1 r=0.75 -> max(0.75, 0.8)   =  0.8 (clipped)
+    # 0.2 each side: token0 A=+1 r=1.25 -> max(-1.25, -1.2) = -1.2 (clipped at 1.2);
+    #                token1 A=-1 r=0.75 -> max(0.75, 0.8)   =  0.8 (clipped at 0.8)
     sym = ppo_policy_loss(logp, old, adv, mask, clip_range=0.2)
     close(sym.loss, (-1.2 + 0.8) / 2, atol=1e-9)
     close(sym.clip_fraction, 1.0)
-    # clip_range_high 0.28: token0 r=1.25 < 1.28 -> -1.25 (not clipped); token1 unchanged
-    hi = ppo_policy_loss(logp, old, adv, mask, clip_range=0.2, clip_range_high=0.28)
-    close(hi.loss, (-1.25 + 0.8) / 2, atol=1e-9)
-    close(hi.clip_fraction, 0.5)
 
 
-def test_policy_loss_dual_clip_caps_negative_advantages():
+def test_policy_loss_has_no_dual_clip():
+    """A negative-advantage token made far likelier than at sampling keeps its whole loss
+    ``-A r`` and its gradient (no cap at ``-A * c``: verl's dual clip is not the presets')."""
     old = t([[-2.0, -2.0, -2.0, -2.0]])
     logp = (old + t([[4.0, 2.0, 4.0, 0.5]]).log()).requires_grad_(True)
     adv = t([[-1.0, -1.0, 1.0, -2.0]])
     mask = t([[1, 1, 1, 1]])
-    # clip 0.2, clip_ratio_c 3:
-    #   token0 A=-1 r=4:   max(4, 1.2) = 4 > cap 3 -> 3 (dual clip; gradient 0)
-    #   token1 A=-1 r=2:   max(2, 1.2) = 2 <= cap 3 -> 2 (gradient flows)
-    #   token2 A=+1 r=4:   max(-4, -1.2) = -1.2 (ordinary clip; A > 0 is never dual-clipped)
-    #   token3 A=-2 r=0.5: max(1.0, 1.6) = 1.6 (ordinary clip), cap 6
-    out = ppo_policy_loss(logp, old, adv, mask, clip_range=0.2, clip_ratio_c=3.0)
-    close(out.loss, (3.0 + 2.0 - 1.2 + 1.6) / 4, atol=1e-9)
-    close(out.clip_fraction, 0.75)  # tokens 0, 2, 3 have no gradient
+    # clip 0.2:
+    #   token0 A=-1 r=4:   max(4, 1.2) = 4 (gradient flows)
+    #   token1 A=-1 r=2:   max(2, 1.2) = 2 (gradient flows)
+    #   token2 A=+1 r=4:   max(-4, -1.2) = -1.2 (clipped)
+    #   token3 A=-2 r=0.5: max(1.0, 1.6) = 1.6 (clipped)
+    out = ppo_policy_loss(logp, old, adv, mask, clip_range=0.2)
+    close(out.loss, (4.0 + 2.0 - 1.2 + 1.6) / 4, atol=1e-9)
+    close(out.clip_fraction, 0.5)  # tokens 2 and 3 have no gradient
     out.loss.backward()
-    # d/dlogp of (-A r)/4 = -A r / 4: token1 = 1 * 2 / 4 = 0.5; the others 0
-    close(logp.grad, [[0.0, 0.5, 0.0, 0.0]], atol=1e-9)
-    plain = ppo_policy_loss(logp, old, adv, mask, clip_range=0.2)
-    close(plain.loss, (4.0 + 2.0 - 1.2 + 1.6) / 4, atol=1e-9)
-    with pytest.raises(ValueError, match="clip_ratio_c"):
-        ppo_policy_loss(logp, old, adv, mask, clip_ratio_c=1.0)
+    # d/dlogp of (-A r)/4 = -A r / 4: token0 = 1 * 4 / 4 = 1; token1 = 1 * 2 / 4 = 0.5
+    close(logp.grad, [[1.0, 0.5, 0.0, 0.0]], atol=1e-9)
 
 
 def test_policy_loss_garbage_in_masked_positions_stays_finite():
@@ -522,46 +511,6 @@ def test_policy_loss_garbage_in_masked_positions_stays_finite():
     out.loss.backward()
     close(out.loss, -2.0)
     assert all_finite(out.loss, logp.grad, out.approx_kl, out.ratio_mean)
-
-
-def test_policy_losses_are_a_registry_and_ppo_clip_is_the_clipped_loss():
-    """``POLICY_LOSSES`` (verl's register_policy_loss): "ppo_clip" is ``ppo_policy_loss`` with
-    the settings' clip_range, clip_range_high and clip_ratio_c, one signature
-    ``(logprobs, old_logprobs, advantages, mask, loss_agg, cfg)``."""
-    assert "ppo_clip" in POLICY_LOSSES and get_policy_loss("ppo_clip") is POLICY_LOSSES["ppo_clip"]
-    ppo_clip = get_policy_loss("ppo_clip")
-    logp, old, adv, mask = _clip_case()
-    plain = SimpleNamespace(clip_range=0.2, clip_range_high=None, clip_ratio_c=None)
-    out = ppo_clip(logp[None], old[None], adv[None], mask[None], "token-mean", plain)
-    _check_clip_case(out, logp)  # the registered loss is the clipped surrogate
-
-    # clip-higher and the dual clip reach it from the settings:
-    #   token0 A=-1 r=4:   max(4, 1.2) = 4 > cap 3 -> 3 (dual clip)
-    #   token1 A=+1 r=1.5: max(-1.5, -1.28) = -1.28 (clipped at 1 + 0.28, not at 1.2)
-    old2 = t([[-2.0, -2.0]])
-    logp2 = old2 + t([[4.0, 1.5]]).log()
-    both = SimpleNamespace(clip_range=0.2, clip_range_high=0.28, clip_ratio_c=3.0)
-    out = ppo_clip(logp2, old2, t([[-1.0, 1.0]]), t([[1, 1]]), "token-mean", both)
-    close(out.loss, (3.0 - 1.28) / 2, atol=1e-9)
-    close(out.clip_fraction, 1.0)
-    # loss_agg is the argument's: the two tokens as rows of their own, and a third row of two
-    # tokens with A=+1, r=1 (loss -1 each): token-mean (3 - 1.28 - 1 - 1) / 4 = -0.07,
-    # seq-mean-token-mean (3 + -1.28 + (-1 - 1) / 2) / 3 = 0.24
-    logp3 = t([[math.log(4.0) - 2.0, 0.0], [math.log(1.5) - 2.0, 0.0], [-1.0, -1.0]])
-    old3, adv3 = t([[-2.0, 0.0], [-2.0, 0.0], [-1.0, -1.0]]), t([[-1.0, 0], [1.0, 0], [1.0, 1.0]])
-    mask3 = t([[1, 0], [1, 0], [1, 1]])
-    close(ppo_clip(logp3, old3, adv3, mask3, "token-mean", both).loss, -0.07, atol=1e-9)
-    close(ppo_clip(logp3, old3, adv3, mask3, "seq-mean-token-mean", both).loss, 0.24, atol=1e-9)
-
-
-def test_unknown_policy_loss_names_the_registered_ones():
-    with pytest.raises(ValueError, match=r"unknown policy loss 'nope'; registered: .*ppo_clip"):
-        get_policy_loss("nope")
-
-
-def test_agg_loss_unknown_mode():
-    with pytest.raises(ValueError):
-        agg_loss(t([[1.0]]), t([[1.0]]), "seq-sum")
 
 
 # ======================================================================================

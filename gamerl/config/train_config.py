@@ -179,22 +179,12 @@ class OptimSettings:
 
 @dataclass
 class PPOSettings:
-    """The PPO loss (gamerl.core.ppo.ppo_loss)."""
-    # The policy loss, by name from gamerl.core.ppo.POLICY_LOSSES (register_policy_loss adds
-    # one): "ppo_clip" is PPO's clipped surrogate with clip_range(_high) and clip_ratio_c
-    # (verl's "vanilla").
-    policy_loss: str = "ppo_clip"
+    """The PPO loss (gamerl.core.epoch.ppo_loss): the clipped surrogate, symmetric, every term a
+    mean over the policy tokens."""
     clip_range: float = 0.2  # seed: 0.2
-    # Upper ratio clip (DAPO's "clip-higher", e.g. 0.28); None: clip_range (symmetric).
-    clip_range_high: Optional[float] = None
-    # Dual clip (verl's clip_ratio_c, 3.0 there): caps the loss of negative-advantage tokens at
-    # -A * clip_ratio_c so a token made far likelier than at sampling cannot dominate; None: off.
-    clip_ratio_c: Optional[float] = None
     value_clip_range: Optional[float] = 0.2  # in (scaled) return units; None: unclipped
     vf_coef: float = 0.1  # value loss weight; small because the value head shares the LM trunk
     entropy_coef: float = 0.0  # entropy bonus (0 is usual for LMs; > 0 keeps tiny exploring)
-    loss_agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
-    target_kl: Optional[float] = None  # stop this batch's PPO epochs once approx KL exceeds it
 
 
 @dataclass
@@ -227,13 +217,10 @@ class KLSettings:
     with gradient. With advantage_estimator="grpo" the KL is always a loss term. Estimators
     (ppo.kl_penalty): kl_estimator, for the REWARD: "k1" = logp - ref_logp, unbiased, can be
     negative per token: the standard reward penalty (no gradient flows through a reward); "k2",
-    "k3" also allowed. kl_loss_estimator, for the LOSS: "k3" (verl's low_var_kl, >= 0; its
-    gradient is that of KL(ref || pi)) or "k2" (gradient of KL(pi || ref)). Never k1: as a loss
-    its expected gradient is exactly 0, so the leash would do nothing but add noise (validate
-    refuses it)."""
+    "k3" also allowed. The LOSS term is always k3 (verl's low_var_kl, >= 0; its gradient is
+    that of KL(ref || pi)): never k1, whose expected gradient as a loss is exactly 0."""
     kl_coef: float = 0.05
     kl_estimator: Literal["k1", "k2", "k3"] = "k1"
-    kl_loss_estimator: Literal["k2", "k3"] = "k3"
     kl_in_reward: bool = True
 
 
@@ -309,6 +296,8 @@ REMOVED_SETTINGS: dict[str, Any] = {
     "warmstart_kl_coef": 0.0, "warmstart_shown_mistakes": 0.0, "warmstart_rft_rounds": 0,
     "warmstart_rft_episodes": 128, "warmstart_rft_keep": 0.25, "warmstart_rft_steps": 16,
     "warmstart_rft_labels": "own", "warmstart_rft_with_demos": False,
+    "policy_loss": "ppo_clip", "clip_range_high": None, "clip_ratio_c": None,
+    "target_kl": None, "kl_loss_estimator": "k3", "loss_agg": "token-mean",
 }
 # a removed setting that mattered only while another one was on
 REMOVED_ONLY_WITH = {name: "warmstart_rft_rounds" for name in REMOVED_SETTINGS
@@ -452,12 +441,7 @@ class TrainConfig:
         need(self.micro_batch_size is None or self.micro_batch_size >= 1, "micro_batch_size >= 1")
         need(self.reward_mode in ("absolute", "delta"), "reward_mode: 'absolute' or 'delta'")
         need(self.kl_estimator in ("k1", "k2", "k3"), "kl_estimator: 'k1', 'k2' or 'k3'")
-        need(self.kl_loss_estimator in ("k2", "k3"),
-             f"kl_loss_estimator: 'k2' or 'k3', not {self.kl_loss_estimator!r} (a KL loss with "
-             "k1 has zero expected gradient: the KL term would do nothing)")
         need(self.discount_per in ("turn", "token"), "discount_per: 'turn' or 'token'")
-        need(self.clip_range_high is None or self.clip_range_high > 0, "clip_range_high > 0")
-        need(self.clip_ratio_c is None or self.clip_ratio_c > 1.0, "clip_ratio_c must be > 1")
         need(self.lora_dropout == 0.0,
              f"lora_dropout must be 0, not {self.lora_dropout}: PPO's old log-probs come from an "
              "eval-mode pass and the new ones from a train-mode pass, so dropout makes them "
@@ -825,6 +809,9 @@ ALIASES = {"learning_rate": "lr", "batch_size": "minibatch_size", "num_epochs": 
 def _did_you_mean(name: str, known) -> str:
     import difflib
 
+    if name in REMOVED_SETTINGS:
+        return (f": removed from the trainer on 2026-12-07 (no preset set it); run it from the "
+                f"git tag {REMOVED_TAG}")
     guess = ALIASES.get(name) or next(iter(difflib.get_close_matches(name, list(known), n=1)), None)
     return (f"; did you mean {guess!r}?" if guess
             else " (see gamerl/config/train_config.py for the settings)")

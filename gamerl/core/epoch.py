@@ -441,34 +441,33 @@ def ppo_loss(new, mb: dict[str, torch.Tensor], cfg: TrainConfig
     pass ``new`` (log-probs, values, entropy: [B, T]); returns the loss to minimise and its
     parts (for the log).
 
-    loss = policy loss (cfg.policy_loss's, ppo.POLICY_LOSSES: the clipped PPO loss by default)
+    loss = clipped PPO policy loss (ppo.ppo_policy_loss, symmetric clip_range)
            - entropy_coef * entropy
            + vf_coef * clipped value loss             (GAE: the critic learns; GRPO has none)
            + kl_coef * KL(policy || reference)         (when the KL is a loss term, not a
                                                         reward penalty: kl_in_reward)
-    """
+
+    Every term is a mean over the micro-batch's policy tokens (token-mean), so that
+    ``micro_batch_weight`` makes the accumulated gradient the whole minibatch's for each."""
     # ALGO LOGIC
     use_critic = ppo.get_advantage_estimator(cfg.estimator_name).uses_critic
-    policy_loss = ppo.get_policy_loss(cfg.policy_loss)  # "ppo_clip": ppo.ppo_policy_loss
-    pg = policy_loss(new.logprobs, mb["old_logprobs"], mb["advantages"], mb["mask"],
-                     cfg.loss_agg, cfg)
-    # every term reduced as the policy loss is (cfg.loss_agg), so that micro_batch_weight
-    # makes the accumulated gradient the whole minibatch's for each of them
-    v_loss, v_clip = ppo.ppo_value_loss(new.values, mb["old_values"], mb["returns"], mb["mask"],
-                                        cfg.value_clip_range, cfg.loss_agg)
-    ent = ppo.agg_loss(new.entropy, mb["mask"], cfg.loss_agg)
+    m = mb["mask"]
+    pg = ppo.ppo_policy_loss(new.logprobs, mb["old_logprobs"], mb["advantages"], m,
+                             cfg.clip_range)
+    v_loss, v_clip = ppo.ppo_value_loss(new.values, mb["old_values"], mb["returns"], m,
+                                        cfg.value_clip_range)
+    ent = ppo.masked_mean(new.entropy, m)
     loss = pg.loss - cfg.entropy_coef * ent
     if use_critic:
         loss = loss + cfg.vf_coef * v_loss
     if cfg.kl_coef > 0 and not (cfg.kl_in_reward and use_critic):
-        # an estimator whose gradient is a KL's (TrainConfig refuses k1 here)
-        kl = ppo.agg_loss(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"],
-                                         cfg.kl_loss_estimator), mb["mask"], cfg.loss_agg)
+        # k3 (verl's low_var_kl): >= 0 and low-variance; its gradient is that of KL(ref || pi).
+        # Never k1 as a loss: its expected gradient is exactly 0, the leash would be noise.
+        kl = ppo.masked_mean(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"], "k3"), m)
         loss = loss + cfg.kl_coef * kl
     else:  # logged only
         with torch.no_grad():
-            kl = ppo.masked_mean(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"], "k3"),
-                                 mb["mask"])
+            kl = ppo.masked_mean(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"], "k3"), m)
     return loss, {"policy_loss": pg.loss, "value_loss": v_loss, "entropy": ent,
                   "approx_kl": pg.approx_kl, "clip_fraction": pg.clip_fraction,
                   "ratio_mean": pg.ratio_mean, "value_clip_fraction": v_clip,
@@ -496,8 +495,7 @@ def _ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch
     skipped, steps, tokens_seen = 0, 0, 0
     t0 = time.time()
     n = len(batch)
-    for ppo_epoch in range(cfg.ppo_epochs):
-        epoch_kl = []
+    for ppo_epoch in range(cfg.ppo_epochs):  # every pass: no early stop on the KL (target_kl)
         order = torch.randperm(n)
         for start in range(0, n, cfg.minibatch_size):
             rows = order[start:start + cfg.minibatch_size]
@@ -525,11 +523,10 @@ def _ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch
                 if not ppo.all_finite(loss):  # the NaN guard, part 1: never backprop a nan
                     finite = False
                     break
-                (loss * micro_batch_weight(mb["mask"], mb_mask, cfg.loss_agg)).backward()
+                (loss * micro_batch_weight(mb["mask"], mb_mask)).backward()
                 tokens_seen += int(mb["attention_mask"].sum())
                 for k, v in {**parts, "loss": loss}.items():
                     stats[k].append(float(v.detach()) if torch.is_tensor(v) else float(v))
-                epoch_kl.append(float(parts["approx_kl"]))
             grad_norm = (float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
                          if finite else math.nan)
             if not finite or not math.isfinite(grad_norm):  # the NaN guard, part 2
@@ -542,10 +539,6 @@ def _ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch
             optimizer.step()
             steps += 1
             stats["grad_norm"].append(grad_norm)
-        # CleanRL's early stop: the policy moved too far from the one that collected the data.
-        if cfg.target_kl is not None and epoch_kl and np.mean(epoch_kl) > cfg.target_kl:
-            stats["early_stop_epoch"].append(ppo_epoch)
-            break
     seconds = time.time() - t0
     out = {k: float(np.nanmean(v)) for k, v in stats.items() if v}
     out.update(skipped_updates=skipped, optimizer_steps=steps, update_seconds=seconds,
@@ -558,15 +551,11 @@ def _ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch
     return out
 
 
-def micro_batch_weight(micro_mask: torch.Tensor, minibatch_mask: torch.Tensor,
-                       loss_agg: str) -> torch.Tensor:
-    """A micro-batch's share of its minibatch: what its loss is multiplied by so that the
-    accumulated gradient is that of one loss over the whole minibatch. ``token-mean``: its
-    share of the policy tokens; ``seq-mean-token-mean``: its share of the rows that have a
-    policy token (the rows ``ppo.agg_loss`` averages over)."""
-    if loss_agg == "token-mean":
-        return micro_mask.sum() / minibatch_mask.sum().clamp(min=1)
-    return (micro_mask.any(-1).sum() / minibatch_mask.any(-1).sum().clamp(min=1)).float()
+def micro_batch_weight(micro_mask: torch.Tensor, minibatch_mask: torch.Tensor) -> torch.Tensor:
+    """A micro-batch's share of its minibatch's policy tokens: what its loss (a token-mean)
+    is multiplied by so that the accumulated gradient is that of one loss over the whole
+    minibatch."""
+    return micro_mask.sum() / minibatch_mask.sum().clamp(min=1)
 
 
 def _score_in_update(batch: PPOBatch, rows: torch.Tensor, mb: dict[str, Any], new: PolicyPass,

@@ -17,15 +17,20 @@ Conventions used everywhere in this file:
   usual shift-by-one between logits and labels).
 
 Semantics follow verl's ``core_algos.py`` (multi-turn-aware GAE, clipped policy/value loss,
-k1/k2/k3 KL, GRPO outcome advantage, loss aggregation) and CleanRL's ``ppo.py`` (approx-KL
-and clip-fraction diagnostics); the code is written from scratch.
+k1/k2/k3 KL, GRPO outcome advantage, token-mean loss aggregation) and CleanRL's ``ppo.py``
+(approx-KL and clip-fraction diagnostics); the code is written from scratch.
+
+One recipe, the one every preset runs: the clipped surrogate with a symmetric clip and no dual
+clip, every loss term a mean over the batch's policy tokens ("token-mean"). The variants verl
+offers (clip-higher, dual clip, sequence-mean aggregation, other policy losses by name) were
+settings here until 2026-12-07, set by no preset; the git tag ``experiments-2026-12`` has them.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 import torch
 
@@ -42,24 +47,17 @@ __all__ = [
     "get_advantage_estimator",
     "register_advantage_estimator",
     "kl_penalty",
-    "agg_loss",
     "PolicyLossOutput",
     "ppo_policy_loss",
     "importance_ratio",
     "clipped_surrogate",
     "ratio_diagnostics",
-    "POLICY_LOSSES",
-    "PolicyLossFn",
-    "get_policy_loss",
-    "register_policy_loss",
     "ppo_value_loss",
     "entropy_from_logits",
     "logprobs_from_logits",
     "explained_variance",
     "all_finite",
 ]
-
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean")
 
 # log-ratios are clamped to this range before exp(): exp(20) ~ 4.9e8 is already far outside
 # any clip range, and exp(88) overflows float32 to inf, which would turn the loss into nan.
@@ -98,7 +96,7 @@ def masked_mean(
             those dims only (e.g. ``dim=-1`` gives a per-sequence mean ``[batch]``).
 
     An empty selection gives 0 (not nan): a fully masked row in a per-sequence mean is
-    then harmless, and callers that must skip such rows (``agg_loss``) do so explicitly.
+    then harmless.
     """
     m = _as_bool(mask)
     total = _zero_masked(x, m).sum(dim=dim) if dim is not None else _zero_masked(x, m).sum()
@@ -388,7 +386,7 @@ class AdvantageEstimator:
 
 
 class Registry(dict):
-    """Name -> entry (an estimator, a loss), with one clear error for a name not registered."""
+    """Name -> entry (an advantage estimator), with one clear error for a name not registered."""
 
     def __init__(self, what: str):
         super().__init__()
@@ -460,7 +458,7 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, kind: str = "
               KL(ref||pi), not KL(pi||ref).
 
     Returns:
-        ``[batch, tokens]`` (not masked; aggregate with ``agg_loss``/``masked_mean``).
+        ``[batch, tokens]`` (not masked; aggregate with ``masked_mean``).
 
     Clamp (k3 only, like verl): ``ref - logp`` is clamped to [-20, 20] before exp() and the
     result to [-10, 10]; a single token the policy has moved far from the reference would
@@ -482,35 +480,9 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, kind: str = "
 # --------------------------------------------------------------------------------------
 
 
-def agg_loss(loss_mat: torch.Tensor, mask: torch.Tensor, loss_agg: str = "token-mean") -> torch.Tensor:
-    """Reduce a per-token loss ``[batch, tokens]`` to a scalar over mask-1 tokens.
-
-    ``"token-mean"``: sum over all masked tokens / number of masked tokens. Every token
-    weighs the same, so long episodes contribute more gradient in total; no length bias per
-    token (DAPO / Dr. GRPO recommend it).
-    ``"seq-mean-token-mean"``: mean over tokens within each sequence, then mean over the
-    sequences that have at least one masked token. Every episode weighs the same, so a
-    token in a short episode gets a larger weight than one in a long episode: a length
-    bias (e.g. long wrong answers are penalised less per token) traded for per-episode
-    balance (original GRPO).
-
-    Every term of the PPO loss (policy, value, entropy, KL) is reduced the same way, so one
-    weight per micro-batch (``epoch.micro_batch_weight``) makes their accumulated gradient
-    that of the whole minibatch, whatever the micro-batch size.
-    """
-    m = _as_bool(mask)
-    if loss_agg == "token-mean":
-        return masked_mean(loss_mat, m)
-    if loss_agg == "seq-mean-token-mean":
-        per_seq = masked_mean(loss_mat, m, dim=-1)  # [batch]
-        has_tokens = m.any(dim=-1)  # rows with no policy token must not count as 0-loss rows
-        return masked_mean(per_seq, has_tokens)
-    raise ValueError(f"agg_loss: unknown loss_agg {loss_agg!r}; use one of {LOSS_AGG_MODES}")
-
-
 @dataclass
 class PolicyLossOutput:
-    """Result of a policy loss (``ppo_policy_loss``, any of ``POLICY_LOSSES``).
+    """Result of the policy loss (``ppo_policy_loss``).
 
     ``loss`` is a differentiable 0-dim tensor; the diagnostics are detached 0-dim tensors
     (call ``.item()`` when logging; we avoid forcing a device sync here).
@@ -528,32 +500,22 @@ def ppo_policy_loss(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     clip_range: float = 0.2,
-    clip_range_high: Optional[float] = None,
-    loss_agg: str = "token-mean",
-    clip_ratio_c: Optional[float] = None,
 ) -> PolicyLossOutput:
-    """PPO clipped surrogate loss (to minimise); the policy loss ``"ppo_clip"``.
+    """PPO clipped surrogate loss (to minimise).
 
     Args:
         logprobs: ``[batch, tokens]`` log pi_theta(a_t), requires grad.
         old_logprobs: ``[batch, tokens]`` log pi_old(a_t) from the rollout policy, detached.
         advantages: ``[batch, tokens]`` (usually whitened), detached.
         mask: ``[batch, tokens]``.
-        clip_range: ratio is clipped to ``[1 - clip_range, 1 + clip_range_high]``.
-        clip_range_high: upper clip; None means ``clip_range`` (symmetric). DAPO's
-            "clip-higher" uses e.g. 0.28 so low-probability tokens can still grow.
-        loss_agg: ``"token-mean"`` or ``"seq-mean-token-mean"`` (see ``agg_loss``).
-        clip_ratio_c: dual-clip bound (> 1; verl's ``clip_ratio_c``, 3.0 there), or None for
-            plain PPO (``clipped_surrogate`` has the per-token formulas).
+        clip_range: the ratio is clipped to ``[1 - clip_range, 1 + clip_range]``: symmetric
+            (PPO's; DAPO's "clip-higher" upper bound was set by no preset).
 
     The three steps: the ratio pi/pi_old (``importance_ratio``), the per-token clipped loss
-    (``clipped_surrogate``), its mean over the policy tokens (``agg_loss``); and the
-    diagnostics (``ratio_diagnostics``).
+    (``clipped_surrogate``), its mean over the policy tokens (token-mean: every token weighs
+    the same, so a long answer is not down-weighted per token; DAPO and Dr. GRPO's choice);
+    and the diagnostics (``ratio_diagnostics``).
     """
-    if clip_range_high is None:
-        clip_range_high = clip_range
-    if clip_ratio_c is not None and clip_ratio_c <= 1.0:
-        raise ValueError(f"ppo_policy_loss: clip_ratio_c must be > 1, got {clip_ratio_c}")
     m = _as_bool(mask)
     # Sanitize ignored positions before any arithmetic (see _zero_masked) so padding
     # garbage cannot produce nan values or nan gradients.
@@ -562,9 +524,8 @@ def ppo_policy_loss(
     advantages = _zero_masked(advantages, m)
 
     log_ratio, ratio = importance_ratio(logprobs, old_logprobs)
-    loss_mat, switched_off = clipped_surrogate(ratio, advantages, clip_range, clip_range_high,
-                                               clip_ratio_c)
-    loss = agg_loss(loss_mat, m, loss_agg)
+    loss_mat, switched_off = clipped_surrogate(ratio, advantages, clip_range)
+    loss = masked_mean(loss_mat, m)
     return PolicyLossOutput(loss=loss, **ratio_diagnostics(log_ratio, ratio, switched_off, m))
 
 
@@ -580,42 +541,29 @@ def clipped_surrogate(
     ratio: torch.Tensor,
     advantages: torch.Tensor,
     clip_range: float,
-    clip_range_high: float,
-    clip_ratio_c: Optional[float] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The clipped PPO loss per token: ``(loss_mat, switched_off)``, both ``[batch, tokens]``
     (``ratio`` and ``advantages`` as ``ppo_policy_loss`` has them, sanitized).
 
     Per token, with ``r = ratio``::
 
-        loss_t = max(-A * r, -A * clip(r, 1 - c_low, 1 + c_high))   # = -min(r A, clip(r) A)
+        loss_t = max(-A * r, -A * clip(r, 1 - c, 1 + c))   # = -min(r A, clip(r) A)
 
     Taking the pessimistic (larger) loss means clipping only removes incentive, never adds
     it: when the clipped branch wins, it is constant in theta and the token's gradient is 0.
+    (No dual clip, verl's ``clip_ratio_c``, which caps ``-A r`` for A < 0: no preset set it;
+    the git tag ``experiments-2026-12`` has it.)
 
-    Dual clip (Ye et al. 2020, "Mastering Complex Control in MOBA Games"): for A < 0 the
-    pessimistic loss ``-A * r`` grows without bound in r, so one token the policy has made far
-    MORE likely than the sampler did (r >> 1, e.g. after many updates on stale data) can
-    dominate a minibatch. With ``clip_ratio_c`` the loss of A < 0 tokens is capped at
-    ``-A * clip_ratio_c`` (constant, so their gradient stops there)::
-
-        loss_t = min(loss_t, -A * clip_ratio_c)    if A < 0
-
-    ``switched_off`` (bool, no gradient) marks the tokens where a clipped branch is strictly
-    larger, i.e. exactly the tokens whose gradient was switched off (verl's ``pg_clipfrac``;
-    the dual clip's cap is constant in theta too). A ratio outside the range on the
-    "harmless" side (e.g. r < 1 - c with A > 0) is NOT counted, since its gradient still flows.
+    ``switched_off`` (bool, no gradient) marks the tokens where the clipped branch is strictly
+    larger, i.e. exactly the tokens whose gradient was switched off (verl's ``pg_clipfrac``).
+    A ratio outside the range on the "harmless" side (e.g. r < 1 - c with A > 0) is NOT
+    counted, since its gradient still flows.
     """
     loss_unclipped = -advantages * ratio
-    loss_clipped = -advantages * ratio.clamp(1.0 - clip_range, 1.0 + clip_range_high)
+    loss_clipped = -advantages * ratio.clamp(1.0 - clip_range, 1.0 + clip_range)
     loss_mat = torch.maximum(loss_unclipped, loss_clipped)
-    dual_clipped = torch.zeros(loss_mat.shape, dtype=torch.bool, device=loss_mat.device)
-    if clip_ratio_c is not None:
-        cap = -advantages * clip_ratio_c
-        dual_clipped = (advantages < 0) & (loss_mat > cap)
-        loss_mat = torch.where(dual_clipped, cap, loss_mat)
     with torch.no_grad():
-        switched_off = (loss_clipped > loss_unclipped) | dual_clipped
+        switched_off = loss_clipped > loss_unclipped
     return loss_mat, switched_off
 
 
@@ -631,53 +579,12 @@ def ratio_diagnostics(log_ratio: torch.Tensor, ratio: torch.Tensor, switched_off
             "ratio_mean": masked_mean(ratio, m).detach()}
 
 
-# --------------------------------------------------------------------------------------
-# Policy losses, by name (verl's register_policy_loss / get_policy_loss_fn)
-# --------------------------------------------------------------------------------------
-
-# One signature for every policy loss:
-#     fn(logprobs [B, T], old_logprobs [B, T], advantages [B, T], mask [B, T], loss_agg, cfg)
-#         -> PolicyLossOutput
-# logprobs: log pi_theta of the sampled tokens (requires grad); old_logprobs: log pi_old
-# (detached); advantages: detached, 0 on mask-0 tokens; mask: 1 on policy tokens (values
-# elsewhere are garbage and must not leak into the result); loss_agg: "token-mean" or
-# "seq-mean-token-mean" (``agg_loss``: the trainer weights micro-batches by it, so a loss must
-# reduce that way); cfg: the TrainConfig, for the loss's own settings. The result's ``loss`` is
-# a differentiable 0-dim tensor; ``clip_fraction``, ``approx_kl`` (``target_kl`` stops an
-# update on it) and ``ratio_mean`` are detached 0-dim tensors (``ratio_diagnostics``).
-PolicyLossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, str, Any],
-                        PolicyLossOutput]
-
-POLICY_LOSSES: Registry = Registry("policy loss")  # name -> PolicyLossFn
-
-
-def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
-    """Decorator: make ``fn`` the policy loss ``name`` (``TrainConfig.policy_loss``)."""
-    def register(fn: PolicyLossFn) -> PolicyLossFn:
-        POLICY_LOSSES[name] = fn
-        return fn
-    return register
-
-
-def get_policy_loss(name: str) -> PolicyLossFn:
-    return POLICY_LOSSES.lookup(name)
-
-
-@register_policy_loss("ppo_clip")
-def _ppo_clip(logprobs, old_logprobs, advantages, mask, loss_agg, cfg) -> PolicyLossOutput:
-    """PPO's clipped surrogate (``ppo_policy_loss``; verl's "vanilla"): ``cfg.clip_range``,
-    ``cfg.clip_range_high`` (clip-higher), ``cfg.clip_ratio_c`` (dual clip)."""
-    return ppo_policy_loss(logprobs, old_logprobs, advantages, mask, cfg.clip_range,
-                           cfg.clip_range_high, loss_agg, cfg.clip_ratio_c)
-
-
 def ppo_value_loss(
     values: torch.Tensor,
     old_values: torch.Tensor,
     returns: torch.Tensor,
     mask: torch.Tensor,
     clip_range_value: Optional[float] = 0.2,
-    loss_agg: str = "token-mean",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Clipped value loss ``0.5 * max((V - R)^2, (clip(V, V_old - c, V_old + c) - R)^2)``.
 
@@ -688,12 +595,11 @@ def ppo_value_loss(
         mask: ``[batch, tokens]``.
         clip_range_value: c, in units of the returns (so it must match the reward scale);
             None disables clipping (plain 0.5 * MSE).
-        loss_agg: how the per-token losses are reduced (``agg_loss``): the policy loss's.
 
     Returns:
-        ``(loss, value_clip_fraction)``: the masked loss reduced by ``loss_agg`` (differentiable, 0-dim)
-        and the detached fraction of masked tokens where the clipped term is strictly
-        larger (the tokens whose value gradient is switched off).
+        ``(loss, value_clip_fraction)``: the mean over the policy tokens, as the policy loss's
+        (differentiable, 0-dim), and the detached fraction of masked tokens where the clipped
+        term is strictly larger (the tokens whose value gradient is switched off).
 
     WHY clip: keeps the critic near the one that produced the advantages, like the policy
     clip; taking the max (pessimistic) means it can only slow the critic down.
@@ -709,7 +615,7 @@ def ppo_value_loss(
     else:
         values_clipped = old_values + (values - old_values).clamp(-clip_range_value, clip_range_value)
         loss_clipped = (values_clipped - returns).square()
-    loss = 0.5 * agg_loss(torch.maximum(loss_unclipped, loss_clipped), m, loss_agg)
+    loss = 0.5 * masked_mean(torch.maximum(loss_unclipped, loss_clipped), m)
     with torch.no_grad():
         clip_fraction = masked_mean((loss_clipped > loss_unclipped).to(loss_unclipped.dtype), m)
     return loss, clip_fraction.detach()

@@ -28,7 +28,6 @@ from .epoch import (PPOBatch, collect, compute_advantages, epoch_seeds, make_opt
 from .evaluate import eval_instances, evaluate, format_table, local_env_factory, reference_rows
 from ..games.registry import get_task
 from .curriculum import Curriculum
-from .ppo import get_policy_loss
 from ..models.lora import LoraSettings, apply_lora, load_base, load_lora_policy
 from ..models import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, load_policy,
                       load_reference, set_gradient_checkpointing)
@@ -82,7 +81,6 @@ class Trainer:
 
         self.cfg = cfg
         self.task = get_task(cfg.task)
-        get_policy_loss(cfg.policy_loss)  # an unknown loss is refused before the run dir exists
         self.run_dir = Path(run_dir or cfg.out_dir or default_run_dir(cfg))
         # One writer per run directory, taken before anything in it is read or written.
         self._lock = RunLock(self.run_dir)
