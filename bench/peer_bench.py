@@ -43,10 +43,14 @@ What is matched (both sides get the same values from one TrainConfig, ``bench_co
 
 What is not the same, by design of each trainer (this is what the benchmark measures):
 ours scores under the sampling's top-k/top-p support and runs the trunk once over the prompt a
-group shares (``share_prefix``); with ``--ppo-epochs 1`` neither side runs a separate pass for
-the old log-probs (ours: ``scores_in_update``; TRL: ``num_iterations=1``; the ratio is 1 by
-construction), with more epochs ours scores the batch first. Random streams differ, so
-completions and their lengths differ; tokens/s normalise for that.
+group shares (``share_prefix``); ours always scores the batch (old log-probs and values, the
+reference's log-probs) in a no-grad pass before the update, while TRL with ``--ppo-epochs 1``
+(``num_iterations=1``) takes the old log-probs from its update pass (the ratio is 1 by
+construction) and runs no such pass: at the default ``--ppo-epochs 1`` our time per step
+carries one policy forward over the batch that TRL's does not (before 2026-12-07 ours skipped
+it too, ``scores_in_update``: the git tag ``experiments-2026-12``); with ``--ppo-epochs`` 2 or
+more, the presets' 2-4, both sides score first. Random streams differ, so completions and their
+lengths differ; tokens/s normalise for that.
 
 Definitions: time per optimizer step = the timed rounds' wall time / their optimizer steps (a
 round: generate, score, reward, advantages, update). Generated tokens/s = completion tokens /

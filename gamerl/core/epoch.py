@@ -11,15 +11,11 @@ you can run by hand:
 one no-grad forward pass of the policy gives the old log-probs and values, and one of the frozen
 reference gives the reference log-probs, for every token. (The log-probs recorded while sampling
 are kept as ``gen_logprobs`` and only compared: the ratio's denominator must come from the same
-computation as its numerator, so the first minibatch sees a ratio of exactly 1.)
-
-One optimizer step per batch (``ppo_epochs`` 1, one minibatch) and no critic (GRPO): the update's
-forward pass runs at the very weights that sampled, so pi_old is that pass's own log-probs,
-detached (the ratio is 1 by construction, as in TRL with ``num_iterations=1`` and verl's
-on-policy actor update). ``collect`` then scores nothing; the update derives the supports, takes
-the reference's log-probs beside its forward pass, and fills in the batch's old and reference
-log-probs and the numbers that need them (``scores_in_update``). This saves one policy forward
-pass over the batch.
+computation as its numerator, so the first minibatch sees a ratio of exactly 1.) The scoring
+always comes before the update, whatever ``ppo_epochs``: the batch is complete when
+``collect`` returns, and the update only reads it. (A run of one PPO epoch and one minibatch
+could take pi_old from the update's own pass and save the scoring pass; no preset runs one, and
+that path, ``scores_in_update``, is on the git tag ``experiments-2026-12``.)
 
 Alignment: every per-token tensor is ``[B, T]`` with index t = token t. ``logprobs[:, t]`` is
 log pi(x_t | x_<t) (from the logits at t-1) and ``values[:, t]`` is V of the state before x_t
@@ -213,10 +209,6 @@ class PPOBatch:
     rollout_seconds: float = 0.0
     score_seconds: float = 0.0
     dtype: torch.dtype = torch.float32  # the policy's, which sets the self-check's tolerance
-    # scores_in_update: old/ref log-probs are placeholders until ppo_update fills them in, with
-    # the reference model kept here for it and the advantage statistics it completes.
-    deferred_reference: Any = None
-    deferred_stats: Optional[dict] = None
 
     # Every per-row field ([B, ...]). ``select`` cuts exactly these, so a field added above is
     # added here once and cannot be forgotten by one caller (tests/test_lost_sessions.py checks
@@ -224,10 +216,6 @@ class PPOBatch:
     PER_ROW = ("input_ids", "attention_mask", "mask", "env_rewards", "gen_logprobs",
                "old_logprobs", "old_values", "ref_logprobs", "group_ids", "bootstrap_values",
                "support_index", "trunk_cache", "rewards", "advantages", "returns")
-
-    @property
-    def scores_deferred(self) -> bool:
-        return self.deferred_reference is not None
 
     def select(self, idx: torch.Tensor) -> "PPOBatch":
         """The batch of rows ``idx`` (in that order): their episodes, every per-row tensor that
@@ -258,37 +246,17 @@ class PPOBatch:
         return out
 
 
-def scores_in_update(cfg: TrainConfig, episodes: int) -> bool:
-    """Whether the update can score the batch itself (module docstring): exactly one optimizer
-    step on it (one PPO epoch, one minibatch) and no value estimates needed before the update
-    (GRPO's advantages use none; GAE's and a KL in the reward need the scoring pass), and no
-    dropout in the update's train mode (LoRA dropout), which would make that pass differ from
-    the policy that sampled."""
-    return (cfg.ppo_epochs == 1 and cfg.minibatch_size >= episodes
-            and not ppo.get_advantage_estimator(cfg.estimator_name).uses_critic
-            and not (cfg.lora and cfg.lora_dropout > 0))
-
-
 def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
             make_env: Callable[..., Any], cfg: TrainConfig) -> PPOBatch:
     """Play one episode per instance (seed) with the current policy, then score every token:
     old log-probs and values (deriving each token's sampling support), and the reference's
-    log-probs over the same supports; or, where ``scores_in_update``, leave that to the update."""
+    log-probs over the same supports."""
     t0 = time.time()
     rcfg = RolloutConfig.from_train_config(cfg)
     episodes = rollout(LMPolicy(policy.lm, tokenizer, rcfg), tokenizer, seeds, make_env, rcfg,
                        progress="rollout" if cfg.progress else None)
     t1 = time.time()
     tb: TokenBatch = episodes_to_batch(episodes, tokenizer.pad_token_id).to(policy.device)
-    if scores_in_update(cfg, len(episodes)):
-        zeros = torch.zeros(tb.mask.shape, dtype=torch.float32, device=policy.device)
-        return PPOBatch(
-            episodes=episodes, input_ids=tb.input_ids, attention_mask=tb.attention_mask,
-            mask=tb.mask, env_rewards=tb.rewards, gen_logprobs=tb.gen_logprobs,
-            old_logprobs=zeros.clone(), old_values=zeros.clone(), ref_logprobs=zeros.clone(),
-            group_ids=group_ids(seeds).to(policy.device), rollout_seconds=t1 - t0,
-            score_seconds=time.time() - t1, dtype=unwrap_lm(policy.lm).dtype,
-            deferred_reference=reference)
     sampling = Sampling.from_config(cfg)
     old_logprobs, old_values, ref_logprobs, supports, caches, last = [], [], [], [], [], []
     was_training = policy.training
@@ -380,18 +348,14 @@ def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
     (gamma/lam between turns) or per token (verl's), with the KL penalty (``kl_estimator``) in
     the reward when ``kl_in_reward``, then whitened over the batch's policy tokens; GRPO: each
     episode's scaled return against its group's, used AS IS (already normalised per group:
-    whitening again would shift a tied group's zeros, see ``ppo.compute_grpo_advantages``).
-
-    With ``batch.scores_deferred`` the old and reference log-probs exist only after the update:
-    the returned dict's ``kl_ref``, ``kl_ref_k3`` and ``check/gen_vs_old_*`` are filled in by
-    ``ppo_update`` (the same dict), so a caller that logs after the update logs them."""
+    whitening again would shift a tied group's zeros, see ``ppo.compute_grpo_advantages``)."""
     # ALGO LOGIC
     mask = batch.mask
     m = mask.bool()
     rewards = batch.env_rewards * cfg.reward_scale
     estimator = ppo.get_advantage_estimator(cfg.estimator_name)
     kl = None  # per-token KL(pi_old || pi_ref), computed once when the reward needs it
-    if estimator.uses_critic and cfg.kl_in_reward and cfg.kl_coef:  # never with deferred scores
+    if estimator.uses_critic and cfg.kl_in_reward and cfg.kl_coef:
         kl = ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator)
         rewards = rewards - cfg.kl_coef * torch.where(m, kl, torch.zeros_like(kl))
     advantages, returns = estimator.fn(rewards, batch.old_values, mask, batch.group_ids,
@@ -406,12 +370,8 @@ def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
         "value_mean": float(ppo.masked_mean(batch.old_values, mask)),
         "explained_variance": (ppo.explained_variance(batch.old_values, returns, mask)
                                if estimator.uses_critic else math.nan),  # no critic: nothing
+        **kl_stats(batch, cfg, kl),
     }
-    if batch.scores_deferred:  # ppo_update fills these in (docstring)
-        stats.update(kl_ref=math.nan, kl_ref_k3=math.nan)
-        batch.deferred_stats = stats
-    else:
-        stats.update(kl_stats(batch, cfg, kl))
     return stats
 
 
@@ -509,16 +469,10 @@ def _ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch
                 new = forward_policy(policy, mb["input_ids"], mb["attention_mask"], sampling,
                                      mask=mb["mask"], support=mb["support"], with_entropy=True,
                                      entropy_grad=entropy_grad, trunk_input=mb["trunk_cache"],
-                                     share_prefix=cfg.share_prefix,
-                                     derive_support=batch.scores_deferred)
-                if batch.scores_deferred:  # this pass is pi_old's (module docstring)
-                    _score_in_update(batch, mb_rows, mb, new, sampling, cfg)
+                                     share_prefix=cfg.share_prefix)
                 if not checks:  # the first micro-batch, before any optimizer step: ratio 1?
-                    # Deferred scoring: pi_old IS this pass, so compare with the sampling-time
-                    # log-probs, the one independent record of pi_old (else a tensor with itself)
-                    old = mb["gen_logprobs"] if batch.scores_deferred else mb["old_logprobs"]
-                    checks = check_logprobs("first_ratio", new.logprobs.detach(), old,
-                                            mb["mask"], batch.dtype)
+                    checks = check_logprobs("first_ratio", new.logprobs.detach(),
+                                            mb["old_logprobs"], mb["mask"], batch.dtype)
                 loss, parts = ppo_loss(new, mb, cfg)  # ALGO LOGIC: the objective
                 if not ppo.all_finite(loss):  # the NaN guard, part 1: never backprop a nan
                     finite = False
@@ -543,11 +497,6 @@ def _ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch
     out = {k: float(np.nanmean(v)) for k, v in stats.items() if v}
     out.update(skipped_updates=skipped, optimizer_steps=steps, update_seconds=seconds,
                update_tokens_per_s=tokens_seen / max(seconds, 1e-9), **checks)
-    if batch.scores_deferred:  # pi_old and pi_ref exist now: the numbers that needed them
-        late = kl_stats(batch, cfg)
-        if batch.deferred_stats is not None:
-            batch.deferred_stats.update(late)
-        out.update({k: v for k, v in late.items() if k.startswith("check/")})
     return out
 
 
@@ -556,22 +505,6 @@ def micro_batch_weight(micro_mask: torch.Tensor, minibatch_mask: torch.Tensor) -
     is multiplied by so that the accumulated gradient is that of one loss over the whole
     minibatch."""
     return micro_mask.sum() / minibatch_mask.sum().clamp(min=1)
-
-
-def _score_in_update(batch: PPOBatch, rows: torch.Tensor, mb: dict[str, Any], new: PolicyPass,
-                     sampling: Sampling, cfg: TrainConfig) -> None:
-    """The scoring pass's job, done beside the (only) update pass (``scores_in_update``): the
-    old log-probs are this pass's, detached; the reference's are taken over the supports it
-    derived; both go into ``mb`` for the loss and into the batch for the statistics."""
-    width = mb["input_ids"].shape[1]
-    old = new.logprobs.detach()
-    ref = reference_logprobs(batch.deferred_reference, mb["input_ids"], mb["attention_mask"],
-                             sampling, mask=mb["mask"], support=new.support,
-                             trunk_input=new.trunk_cache, n_top=cfg.trainable_layers,
-                             share_prefix=cfg.share_prefix).float()
-    mb["old_logprobs"], mb["ref_logprobs"] = old, ref
-    batch.old_logprobs[rows, :width] = old
-    batch.ref_logprobs[rows, :width] = ref
 
 
 # ----------------------------------------------------------------------------- setup helpers
@@ -668,5 +601,6 @@ def without_lost(batch: PPOBatch) -> PPOBatch:
 
 __all__ = ["LOGPROB_TOLERANCE", "PPOBatch", "PolicyPass", "check_logprobs", "collect",
            "compute_advantages", "deterministic_backward", "epoch_seeds", "forward_policy",
-           "group_ids", "make_optimizer", "micro_batch_weight", "ppo_loss", "ppo_update", "prefixed", "reference_logprobs", "resolve_dtype", "scalars",
-           "scores_in_update", "seed_everything", "support_rows", "without_lost"]
+           "group_ids", "make_optimizer", "micro_batch_weight", "ppo_loss", "ppo_update",
+           "prefixed", "reference_logprobs", "resolve_dtype", "scalars", "seed_everything",
+           "support_rows", "without_lost"]
