@@ -247,11 +247,14 @@ def load_checkpoint_lm(ckpt: Path, cfg, device=None):
     return load_policy(str(ckpt), device=device)
 
 
-def _evaluate(args: argparse.Namespace) -> int:
+def _evaluation_config(args: argparse.Namespace):
+    """``evaluate``'s settings and, for ``--model``, the model: (cfg, lm, tokenizer). A
+    checkpoint's settings are its run's config.json (its model is loaded later, once the
+    game's settings have been checked: lm and tokenizer are None); ``--model`` takes
+    ``--preset``'s settings and loads the model as it is, untrained (the zero-shot row)."""
     from .runs.checkpoint import CONFIG_FILE
-    from .config.train_config import TrainConfig
-    from .core.evaluate import eval_instances, evaluate, format_table, reference_rows
-    from .games.registry import get_task
+    from .config.train_config import TrainConfig, get_config
+    from .models import ModelUnavailableError, check_device, load_policy, resolve_model
 
     if (args.checkpoint is None) == (args.model is None):
         raise UsageError("give --checkpoint DIR (a trained run) or --model NAME (a model as "
@@ -260,10 +263,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise UsageError("--preset/--task go with --model; a checkpoint keeps its run's settings")
     if args.env_url:
         _check_reachable(args.env_url)
-    if args.model is not None:  # zero-shot: the preset's settings with this model, untrained
-        from .config.train_config import get_config
-        from .models import ModelUnavailableError, check_device, load_policy, resolve_model
-
+    lm = tok = None
+    if args.model is not None:
         try:
             cfg = get_config(args.preset or "tiny", **({"task": args.task} if args.task else {}),
                              model=args.model, **({"device": args.device} if args.device else {}))
@@ -282,8 +283,6 @@ def _evaluate(args: argparse.Namespace) -> int:
         cfg = TrainConfig.load(cfg_file)
         if args.device:
             cfg = cfg.replace(device=args.device)
-        from .models import check_device
-
         try:  # the run's own device (a GPU run evaluated on a laptop) or --device
             check_device(cfg.device)
         except ValueError as e:
@@ -298,6 +297,14 @@ def _evaluate(args: argparse.Namespace) -> int:
             cfg = cfg.replace(task_config=json.loads(args.task_config))
         except ValueError as e:  # json.JSONDecodeError is one
             raise UsageError(f"--task-config: {e}") from None
+    return cfg, lm, tok
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from .core.evaluate import eval_instances, evaluate, format_table, reference_rows
+    from .games.registry import get_task
+
+    cfg, lm, tok = _evaluation_config(args)
     report = get_task(cfg.task).evaluation_report
     given = [flag for flag in ("opponent", "games") if getattr(args, flag)]
     if given and not set(given) <= set(report.flags if report else ()):
@@ -319,14 +326,21 @@ def _evaluate(args: argparse.Namespace) -> int:
         rows = report.run(play, cfg, args.episodes,
                           **{flag: getattr(args, flag) for flag in report.flags})
         print(report.format(rows))
-        if args.json:
-            Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
-        return 0
-    seeds = eval_instances(cfg, args.episodes)
-    res = evaluate(lm, tok, seeds, cfg, greedy=args.greedy, sample_seed=cfg.seed + 1234,
-                   make_env=make_env)
-    rows = {"policy": res, **reference_rows(tok, seeds, cfg, make_env)}
-    print(format_table(rows, get_task(cfg.task).report_columns, cfg.to_dict()))
+    else:
+        seeds = eval_instances(cfg, args.episodes)
+        res = evaluate(lm, tok, seeds, cfg, greedy=args.greedy, sample_seed=cfg.seed + 1234,
+                       make_env=make_env)
+        rows = {"policy": res, **reference_rows(tok, seeds, cfg, make_env)}
+        print(format_table(rows, get_task(cfg.task).report_columns, cfg.to_dict()))
+        _print_evaluation_notes(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+def _print_evaluation_notes(rows: dict) -> None:
+    """Under the table: how many distinct games, lost server sessions, per-rule pass rates."""
+    res = rows["policy"]
     print(f"held-out games: {res['episodes']}, {res['distinct_games']} distinct")
     hit = {name: r for name, r in rows.items()
            if r.get("lost_episodes") or r.get("replayed_episodes")}
@@ -337,9 +351,6 @@ def _evaluate(args: argparse.Namespace) -> int:
     if "per_rule_pass_rate" in res:
         print("per-rule pass rate (policy):",
               " ".join(f"{i + 1}:{r:.2f}" for i, r in enumerate(res["per_rule_pass_rate"])))
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
-    return 0
 
 
 def _merge(args: argparse.Namespace) -> int:
@@ -370,15 +381,10 @@ def _build_tiny(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .config.train_config import PRESETS
+def _add_train(sub) -> None:
+    """``train``: its flags, and every preset with one line in its help."""
+    from .config.train_config import PRESET_SUMMARIES, PRESETS
     from .games.registry import TASKS
-
-    parser = argparse.ArgumentParser(prog="python -m gamerl", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    from .config.train_config import PRESET_SUMMARIES
 
     t = sub.add_parser("train", help="warm start (if set), baseline eval, PPO, final eval",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -418,6 +424,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="override any TrainConfig field (repeatable)")
     t.set_defaults(fn=_train)
 
+
+def _add_evaluate(sub) -> None:
+    """``evaluate``: a checkpoint, or a model before training, on held-out games."""
+    from .config.train_config import PRESETS
+    from .games.registry import TASKS
+
     e = sub.add_parser("evaluate", help="evaluate a checkpoint, or a model before training, on "
                        "held-out games")
     e.add_argument("--checkpoint", help="a best/ or last/ directory (or RUN/warmstart)")
@@ -442,6 +454,14 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--env-url", help="play through a Password Game server at this URL")
     e.set_defaults(fn=_evaluate)
 
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gamerl", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    _add_train(sub)
+    _add_evaluate(sub)
     m = sub.add_parser("merge", help="merge LoRA adapters into a standalone model")
     m.add_argument("--base", required=True, help="the base model the adapters were trained on "
                    "(tiny, a hub id, or a directory such as RUN/warmstart)")
