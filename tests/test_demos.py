@@ -145,8 +145,7 @@ def test_a_later_rule_is_repaired_with_the_solvers_password():
 
 
 def test_broken_rule_detail_says_where_the_password_stands():
-    assert broken_rule_detail(4, parse("Hello1!")) == "Your digits add up to 1: 24 too few."
-    assert broken_rule_detail(4, parse("997 ab42c")) == "Your digits add up to 31: 6 too many."
+    assert broken_rule_detail(4, parse("Hello1!")) == "Your digits add up to 1."
     assert broken_rule_detail(0, parse("abc")) == "Yours has 3."
     assert broken_rule_detail(8, parse("XIV may")) == "Your Roman numerals multiply to 14."
     assert broken_rule_detail(8, parse("may")) == "Your password has no Roman numeral."

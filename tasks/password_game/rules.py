@@ -220,10 +220,8 @@ def broken_rule_detail(rule_id: int, pw: RichText) -> str | None:
     plain = pw.plain
     if rule_id == 0:
         return f"Yours has {len(plain)}."
-    if rule_id == 4:  # how far off, too: the repair is one change of that size
-        total = digit_sum(plain)
-        off = f"{total - 25} too many" if total > 25 else f"{25 - total} too few"
-        return f"Your digits add up to {total}: {off}."
+    if rule_id == 4:
+        return f"Your digits add up to {digit_sum(plain)}."
     if rule_id == 8:
         product = roman_product(plain)
         return (f"Your Roman numerals multiply to {product}." if product
