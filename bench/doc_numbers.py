@@ -382,6 +382,21 @@ def cmd_keep(args: argparse.Namespace) -> int:
     return 0
 
 
+def preset_overrides(config: dict) -> str:
+    """`` --set NAME=VALUE`` for each setting in which a run's config differs from its preset as
+    the code sets it now (so the command reproduces the run at this commit); "" for none."""
+    from gamerl.config import get_config
+
+    try:
+        preset = get_config(config.get("preset") or "tiny",
+                            task=config.get("task", "password_game")).to_dict()
+    except ValueError:  # a preset this version no longer has
+        return ""
+    skip = NOT_RESULTS + ("seed", "preset", "task")
+    return "".join(f" --set {name}={json.dumps(config[name])}" for name in sorted(preset)
+                   if name in config and name not in skip and config[name] != preset[name])
+
+
 def stamp_line(summaries: list[dict]) -> str:
     """Under a table: the command, the commit, the date and the machine of its runs."""
     config = summaries[0]["config"]
@@ -395,7 +410,7 @@ def stamp_line(summaries: list[dict]) -> str:
     hosts = sorted({f"{s.get('host', {}).get('cpu', '?')}, {s.get('host', {}).get('cpu_count')}"
                     " cores" for s in summaries})
     return (f"`python -m gamerl train --preset {config.get('preset')}{task} --seed "
-            f"{'/'.join(map(str, seeds))}`; commit {', '.join(f'`{c}`' for c in commits)}; "
+            f"{'/'.join(map(str, seeds))}{preset_overrides(config)}`; commit {', '.join(f'`{c}`' for c in commits)}; "
             f"{' to '.join(dict.fromkeys([dates[0], dates[-1]]))}; {'; '.join(hosts)}.\n")
 
 

@@ -228,6 +228,8 @@ def test_a_kept_run_is_written_into_a_doc_block_with_its_command_commit_date_and
         tmp_path, monkeypatch):
     """keep copies a run's summary into bench/results with the day it finished; spread --write
     puts its table, and one line saying how it was made, between a doc's block markers."""
+    from gamerl.config import get_config
+
     monkeypatch.setattr(doc_numbers, "RESULTS", tmp_path)
     row = {"reward": 1.0, "rules_satisfied": 2.0, "success_rate": 0.5, "turns": 3.0,
            "episodes": 64, "per_rule_pass_rate": [1.0, 0.5]}
@@ -237,7 +239,7 @@ def test_a_kept_run_is_written_into_a_doc_block_with_its_command_commit_date_and
         summary = _summary({k: dict(row) for k in ("zero_shot", "baseline", "final", "solver",
                                                     "random")}, git_commit="abcdef1234",
                            host={"cpu": "Some CPU", "cpu_count": 2})
-        summary["config"]["seed"], summary["config"]["preset"] = seed, "smollm2-135m-r12"
+        summary["config"] = {**get_config("smollm2-135m-r12").to_dict(), "seed": seed}
         (run / "summary.json").write_text(json.dumps(summary))
         assert doc_numbers.main(["keep", str(run), f"kept{seed}"]) == 0
     kept = json.loads((tmp_path / "kept0.json").read_text())
@@ -250,3 +252,15 @@ def test_a_kept_run_is_written_into_a_doc_block_with_its_command_commit_date_and
     assert text.startswith("before\n<!-- r12:begin -->\n| seed | policy |") and "old" not in text
     assert ("`python -m gamerl train --preset smollm2-135m-r12 --seed 0/1`; commit `abcdef1`; "
             f"{kept['finished']}; Some CPU, 2 cores.") in text
+
+
+def test_the_stamp_names_the_settings_a_run_changed_from_its_preset():
+    """A run made with --set, or before its preset changed, reads as the command that makes it
+    now: the preset plus the settings it differs in."""
+    from gamerl.config import get_config
+
+    summary = {"config": {**get_config("smollm2-135m-r12").to_dict(), "seed": 0, "lr": 5e-05},
+               "git_commit": "abcdef1234", "finished": "2026-12-07",
+               "host": {"cpu": "Some CPU", "cpu_count": 2}}
+    assert doc_numbers.stamp_line([summary]).startswith(
+        "`python -m gamerl train --preset smollm2-135m-r12 --seed 0 --set lr=5e-05`; ")
