@@ -359,6 +359,11 @@ assert len(SETTING_SECTION) == sum(len(fields(c)) for c in SECTIONS.values()), \
 assert not set(SECTIONS) & set(SETTING_SECTION), "a section's name must not be a setting's"
 
 
+def _need(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ValueError(f"TrainConfig: {msg}")
+
+
 @dataclass(init=False)
 class TrainConfig:
     """Every setting of a run, by concern (see the module docstring). Build it from flat names,
@@ -395,86 +400,90 @@ class TrainConfig:
         self.validate()
 
     def validate(self) -> None:
-        def need(cond: bool, msg: str) -> None:
-            if not cond:
-                raise ValueError(f"TrainConfig: {msg}")
+        """Every setting checked: ValueError naming the first that is wrong."""
+        self._check_game()
+        self._check_numbers()
+        self._check_seed_ranges()
 
-        from ..games.registry import TASKS
+    def _check_game(self) -> None:
+        """What the game says: it is registered, has an expert, a curriculum, the feedback style."""
+        from ..games.registry import TASKS, get_task
 
-        need(self.task in TASKS, f"task {self.task!r} is not a registered game; choose from "
-             f"{', '.join(sorted(TASKS))} (or register_task: docs/how-to/add-a-game.md)")
-        need(isinstance(self.task_config, dict), "task_config must be a dict")
-        need(self.warmstart_demos in ("format", "expert"), "warmstart_demos: 'format' or 'expert'")
+        _need(self.task in TASKS, f"task {self.task!r} is not a registered game; choose from "
+              f"{', '.join(sorted(TASKS))} (or register_task: docs/how-to/add-a-game.md)")
+        _need(isinstance(self.task_config, dict), "task_config must be a dict")
+        _need(self.warmstart_demos in ("format", "expert"), "warmstart_demos: 'format' or 'expert'")
+        task = get_task(self.task)
         if self.warmstart_demos == "expert":  # the game says whether it has an expert
-            from ..games.registry import get_task
-
-            need(get_task(self.task).expert_demo is not None,
-                 f"warmstart_demos='expert': task {self.task!r} has no expert demonstrations "
-                 "(task='password_game' has); use 'format'")
+            _need(task.expert_demo is not None,
+                  f"warmstart_demos='expert': task {self.task!r} has no expert demonstrations "
+                  "(task='password_game' has); use 'format'")
         if self.curriculum:  # the game says whether it has one and what its stages may name
-            from ..games.registry import get_task
             from .curriculum_stages import parse_stages
 
-            choices = get_task(self.task).curriculum
-            need(choices is not None, f"curriculum: task {self.task!r} has none "
-                 "(task='openspiel' and task='password_game' have)")
+            choices = task.curriculum
+            _need(choices is not None, f"curriculum: task {self.task!r} has none "
+                  "(task='openspiel' and task='password_game' have)")
             try:  # stages this run's game cannot play (a Password stage past num_rules)
                 parse_stages(self.curriculum, self.curriculum_window,
                              choices=choices.for_run(self))
             except (ValueError, TypeError) as e:
-                need(False, str(e))
-        need(0.0 <= self.replay_fraction < 1.0, "replay_fraction must be in [0, 1)")
-        need(self.replay_capacity >= 1 and self.curriculum_window >= 1,
-             "replay_capacity, curriculum_window >= 1")
-        need(not self.load_in_4bit or self.lora, "load_in_4bit needs lora=True (4-bit weights "
-             "cannot be trained directly)")
-        need(self.lora_rank >= 1, "lora_rank >= 1")
-        need(self.trainable_layers is None or self.trainable_layers >= 1,
-             f"trainable_layers must be >= 1 or None (all), not {self.trainable_layers}")
-        need(not (self.trainable_layers and self.lora),
-             "trainable_layers and lora are two ways to train part of the model: choose one")
-        need(1 <= self.num_rules <= 26, "num_rules must be in 1..26")
-        need(self.max_steps >= 1, f"max_steps must be >= 1, not {self.max_steps}")
-        need(self.epochs >= 0, f"epochs must be >= 0, not {self.epochs}")
-        need(self.episodes_per_epoch >= 2, "episodes_per_epoch must be >= 2 (advantage whitening)")
-        need(self.minibatch_size >= 1 and self.ppo_epochs >= 1, "minibatch_size, ppo_epochs >= 1")
-        need(self.micro_batch_size is None or self.micro_batch_size >= 1, "micro_batch_size >= 1")
-        need(self.reward_mode in ("absolute", "delta"), "reward_mode: 'absolute' or 'delta'")
-        need(self.kl_estimator in ("k1", "k2", "k3"), "kl_estimator: 'k1', 'k2' or 'k3'")
-        need(self.discount_per in ("turn", "token"), "discount_per: 'turn' or 'token'")
-        need(self.lora_dropout == 0.0,
-             f"lora_dropout must be 0, not {self.lora_dropout}: PPO's old log-probs come from an "
-             "eval-mode pass and the new ones from a train-mode pass, so dropout makes them "
-             "differ before any update (ratios of 0.96-0.99 and tokens clipped at the first "
-             "minibatch); RL uses no dropout")
-        need(self.advantage_estimator in ("gae", "grpo"), "advantage_estimator: 'gae' or 'grpo'")
-        from ..games.registry import get_task  # (the task is registered: checked above)
+                _need(False, str(e))
+        styles = task.feedback_styles  # the game's views of itself
+        _need(self.feedback in styles, f"feedback {self.feedback!r}: task {self.task!r} has "
+              + ", ".join(repr(x) for x in styles))
 
-        styles = get_task(self.task).feedback_styles  # the game's views of itself
-        need(self.feedback in styles, f"feedback {self.feedback!r}: task {self.task!r} has "
-             + ", ".join(repr(x) for x in styles))
-        need(self.wandb_mode in ("offline", "online", "disabled"),
-             "wandb_mode: 'offline', 'online' or 'disabled'")
-        need(self.temperature > 0 and self.eval_temperature > 0,
-             "temperature and eval_temperature must be > 0 (eval_greedy adds an argmax row)")
-        need(self.max_new_tokens >= 1, "max_new_tokens >= 1")
-        need(self.warmstart_checkpoint_seconds >= 0, "warmstart_checkpoint_seconds >= 0")
-        need(not self.warmstart_all_layers or self.warmstart,
-             "warmstart_all_layers is how the warm start trains: set warmstart=true too")
+    def _check_numbers(self) -> None:
+        """Sizes, rates and choices among names."""
+        _need(0.0 <= self.replay_fraction < 1.0, "replay_fraction must be in [0, 1)")
+        _need(self.replay_capacity >= 1 and self.curriculum_window >= 1,
+              "replay_capacity, curriculum_window >= 1")
+        _need(not self.load_in_4bit or self.lora, "load_in_4bit needs lora=True (4-bit weights "
+              "cannot be trained directly)")
+        _need(self.lora_rank >= 1, "lora_rank >= 1")
+        _need(self.trainable_layers is None or self.trainable_layers >= 1,
+              f"trainable_layers must be >= 1 or None (all), not {self.trainable_layers}")
+        _need(not (self.trainable_layers and self.lora),
+              "trainable_layers and lora are two ways to train part of the model: choose one")
+        _need(1 <= self.num_rules <= 26, "num_rules must be in 1..26")
+        _need(self.max_steps >= 1, f"max_steps must be >= 1, not {self.max_steps}")
+        _need(self.epochs >= 0, f"epochs must be >= 0, not {self.epochs}")
+        _need(self.episodes_per_epoch >= 2, "episodes_per_epoch must be >= 2 (advantage whitening)")
+        _need(self.minibatch_size >= 1 and self.ppo_epochs >= 1, "minibatch_size, ppo_epochs >= 1")
+        _need(self.micro_batch_size is None or self.micro_batch_size >= 1, "micro_batch_size >= 1")
+        _need(self.reward_mode in ("absolute", "delta"), "reward_mode: 'absolute' or 'delta'")
+        _need(self.kl_estimator in ("k1", "k2", "k3"), "kl_estimator: 'k1', 'k2' or 'k3'")
+        _need(self.discount_per in ("turn", "token"), "discount_per: 'turn' or 'token'")
+        _need(self.lora_dropout == 0.0,
+              f"lora_dropout must be 0, not {self.lora_dropout}: PPO's old log-probs come from an "
+              "eval-mode pass and the new ones from a train-mode pass, so dropout makes them "
+              "differ before any update (ratios of 0.96-0.99 and tokens clipped at the first "
+              "minibatch); RL uses no dropout")
+        _need(self.advantage_estimator in ("gae", "grpo"), "advantage_estimator: 'gae' or 'grpo'")
+        _need(self.wandb_mode in ("offline", "online", "disabled"),
+              "wandb_mode: 'offline', 'online' or 'disabled'")
+        _need(self.temperature > 0 and self.eval_temperature > 0,
+              "temperature and eval_temperature must be > 0 (eval_greedy adds an argmax row)")
+        _need(self.max_new_tokens >= 1, "max_new_tokens >= 1")
+        _need(self.warmstart_checkpoint_seconds >= 0, "warmstart_checkpoint_seconds >= 0")
+        _need(not self.warmstart_all_layers or self.warmstart,
+              "warmstart_all_layers is how the warm start trains: set warmstart=true too")
         if self.advantage_estimator == "grpo":
-            need(self.group_size >= 2 and self.episodes_per_epoch % self.group_size == 0,
-                 "grpo needs group_size >= 2 dividing episodes_per_epoch")
-        # Training, validation and test games never share a seed.
-        need(self.train_seed_count >= 1 and self.eval_episodes >= 0 and self.val_episodes >= 0,
-             "seed ranges must be non-empty")
-        need(self.eval_batch_size >= 0, "eval_batch_size must be >= 0 (0: every game at once)")
+            _need(self.group_size >= 2 and self.episodes_per_epoch % self.group_size == 0,
+                  "grpo needs group_size >= 2 dividing episodes_per_epoch")
+
+    def _check_seed_ranges(self) -> None:
+        """Training, validation and test games never share a seed."""
+        _need(self.train_seed_count >= 1 and self.eval_episodes >= 0 and self.val_episodes >= 0,
+              "seed ranges must be non-empty")
+        _need(self.eval_batch_size >= 0, "eval_batch_size must be >= 0 (0: every game at once)")
         ranges = self.seed_ranges()
         for i, (a, ra) in enumerate(ranges.items()):
             for b, rb in list(ranges.items())[i + 1:]:
-                need(ra.stop <= rb.start or rb.stop <= ra.start or not len(ra) or not len(rb),
-                     f"the {a} seeds {ra.start}..{ra.stop - 1} and the {b} seeds "
-                     f"{rb.start}..{rb.stop - 1} overlap: move one (train_seed_start, "
-                     "val_seed_start, eval_seed_start)")
+                _need(ra.stop <= rb.start or rb.stop <= ra.start or not len(ra) or not len(rb),
+                      f"the {a} seeds {ra.start}..{ra.stop - 1} and the {b} seeds "
+                      f"{rb.start}..{rb.stop - 1} overlap: move one (train_seed_start, "
+                      "val_seed_start, eval_seed_start)")
 
     # ------------------------------------------------------------------ helpers
     def train_seeds(self) -> range:
