@@ -228,8 +228,9 @@ def measured_at(summary: dict, summary_path: Path, allow_dirty: bool) -> str:
                 raise SystemExit("the checkout has uncommitted changes, so HEAD does not say "
                                  "what code ran: commit first, or pass --allow-dirty")
             suffix = " plus uncommitted changes"
-    date = datetime.fromtimestamp(summary_path.stat().st_mtime, timezone.utc).date()
-    return f"Measured at commit `{commit[:7]}`{suffix} on {date.isoformat()}"
+    date = summary.get("finished") or datetime.fromtimestamp(  # a kept file says; else the run's
+        summary_path.stat().st_mtime, timezone.utc).date().isoformat()
+    return f"Measured at commit `{commit[:7]}`{suffix} on {date}"
 
 
 # Settings that do not change what the main run computes (where it logs, how it shows progress).
@@ -262,10 +263,11 @@ def _machines(summaries: list[dict]) -> str:
 
 
 def main_run_block(run_dirs: list[Path], allow_dirty: bool = False) -> str:
-    """The main job over seeds (``--seed 0`` ... ``--seed N-1``, one run each): mean and
+    """The main job over seeds (``--seed 0`` ... ``--seed N-1``, one run each; run directories
+    or their summaries kept under bench/results): mean and
     min–max per cell, the held-out games, the commit and the date of the latest run, and the
     machine."""
-    paths = [Path(d) / "summary.json" for d in run_dirs]
+    paths = [_summary_file(str(d)) for d in run_dirs]
     summaries = [json.loads(p.read_text()) for p in paths]
     for summary in summaries:
         check_main_run_config(summary["config"])
@@ -276,7 +278,8 @@ def main_run_block(run_dirs: list[Path], allow_dirty: bool = False) -> str:
     commits = {stamp.split(" on ")[0] for stamp in stamps}
     if len(commits) != 1:
         raise SystemExit(f"main-run: the runs were measured at different commits: {commits}")
-    latest = max(range(len(paths)), key=lambda i: paths[i].stat().st_mtime)
+    latest = max(range(len(paths)), key=lambda i: (summaries[i].get("finished", ""),
+                                                   paths[i].stat().st_mtime))
     if len(summaries) == 1:  # one run: its own numbers (not a spread: say so by its form)
         return (f"`python -m gamerl train --preset tiny`, {summaries[0]['final']['episodes']} "
                 f"held-out games ({_seeds(summaries[0])}):\n\n{results_table(summaries[0])}\n"

@@ -37,6 +37,14 @@ def _main_blocks() -> tuple[str, str]:
             doc_numbers.read_block((ROOT / "docs" / "results.md").read_text(), "main-run"))
 
 
+def test_main_run_block_is_written_from_the_committed_run_files():
+    """The README's table of the main job is what its five kept summaries give, to the digit."""
+    files = sorted(doc_numbers.RESULTS.glob("tiny_s*.json"))
+    assert len(files) == 5
+    readme, _ = _main_blocks()
+    assert doc_numbers.main_run_block(files) == readme
+
+
 def test_main_run_numbers_carry_their_commit():
     readme, results = _main_blocks()
     assert readme == results  # one measurement, one text
