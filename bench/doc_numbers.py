@@ -429,7 +429,13 @@ def cmd_spread(args: argparse.Namespace) -> int:
         return 0
     block, docs = args.write[0], args.write[1:]
     for doc in map(Path, docs):
-        doc.write_text(replace_block(doc.read_text(), block, body))
+        # the begin marker names the files, so a reader (and tests/test_docs.py) can redo it
+        command = (f"python bench/doc_numbers.py spread {' '.join(args.run_dirs)} --write "
+                   f"{block} {doc.as_posix()}")
+        text = re.sub(rf"<!-- {block}:begin[^>]*-->",
+                      f"<!-- {block}:begin: written by `{command}`; do not edit by hand -->",
+                      doc.read_text(), count=1)
+        doc.write_text(replace_block(text, block, body))
         print(f"wrote the {block} block of {doc}")
     return 0
 

@@ -40,7 +40,7 @@ from machine import machine_info, write_json  # noqa: E402  (bench/, the script'
 def time_steps(lm, cfg, batches, pad_id: int, rows_per_pass: int, share: bool) -> dict:
     """Seconds of ``len(batches)`` warm-start steps and their losses, from ``lm`` as given."""
     lm = copy.deepcopy(lm)
-    split, _ = ws._trainable_part(lm, cfg)
+    split = ws._trainable_part(lm, cfg)
     params = [p for p in lm.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.warmstart_lr, weight_decay=0.0)
     real_rows, real_hidden = ws.SFT_ROWS_PER_PASS, ws.trunk_hidden
@@ -51,7 +51,7 @@ def time_steps(lm, cfg, batches, pad_id: int, rows_per_pass: int, share: bool) -
     try:
         t0, losses = time.perf_counter(), []
         for batch in batches:
-            losses.append(ws._sft_step(lm, optimizer, params, batch, pad_id, split, None)[0])
+            losses.append(ws._sft_step(lm, optimizer, params, batch, pad_id, split, None))
         seconds = time.perf_counter() - t0
     finally:
         ws.SFT_ROWS_PER_PASS, ws.trunk_hidden = real_rows, real_hidden

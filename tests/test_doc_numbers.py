@@ -257,7 +257,10 @@ def test_a_kept_run_is_written_into_a_doc_block_with_its_command_commit_date_and
     assert doc_numbers.main(["spread", str(tmp_path / "kept0.json"), str(tmp_path / "kept1.json"),
                              "--write", "r12", str(doc)]) == 0
     text = doc.read_text()
-    assert text.startswith("before\n<!-- r12:begin -->\n| seed | policy |") and "old" not in text
+    assert text.startswith("before\n<!-- r12:begin: written by `python bench/doc_numbers.py "
+                           f"spread {tmp_path / 'kept0.json'} {tmp_path / 'kept1.json'} --write "
+                           f"r12 {doc.as_posix()}`; do not edit by hand -->\n| seed | policy |")
+    assert "old" not in text
     assert ("`python -m gamerl train --preset smollm2-135m-r12 --seed 0/1`; commit `abcdef1`; "
             f"{kept['finished']}; Some CPU, 2 cores.") in text
 
