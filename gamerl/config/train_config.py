@@ -770,7 +770,7 @@ PRESET_SUMMARIES = {
     "smollm2-135m-r12": "SmolLM2-135M-Instruct; first 12 Password Game rules, 5 turns; about "
                         "35 min on 2 CPU cores",
     "smollm2-135m-r26": "SmolLM2-135M-Instruct; all 26 Password Game rules, 8 turns; not yet "
-                        "timed (estimated 60-75 min on 2 CPU cores)",
+                        "timed (over an hour on 2 CPU cores)",
     "qwen3-0.6b": "Qwen/Qwen3-0.6B in bf16; all 26 rules, 30 turns; one GPU (about 45 min, "
                   "estimated from its measured phases)",
 }
