@@ -420,14 +420,13 @@ def ppo_loss(new, mb: dict[str, torch.Tensor], cfg: TrainConfig
     loss = pg.loss - cfg.entropy_coef * ent
     if use_critic:
         loss = loss + cfg.vf_coef * v_loss
-    if cfg.kl_coef > 0 and not (cfg.kl_in_reward and use_critic):
+    kl_in_loss = cfg.kl_coef > 0 and not (cfg.kl_in_reward and use_critic)  # else logged only
+    with torch.set_grad_enabled(kl_in_loss and torch.is_grad_enabled()):
         # k3 (verl's low_var_kl): >= 0 and low-variance; its gradient is that of KL(ref || pi).
         # Never k1 as a loss: its expected gradient is exactly 0, the leash would be noise.
         kl = ppo.masked_mean(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"], "k3"), m)
+    if kl_in_loss:
         loss = loss + cfg.kl_coef * kl
-    else:  # logged only
-        with torch.no_grad():
-            kl = ppo.masked_mean(ppo.kl_penalty(new.logprobs, mb["ref_logprobs"], "k3"), m)
     return loss, {"policy_loss": pg.loss, "value_loss": v_loss, "entropy": ent,
                   "approx_kl": pg.approx_kl, "clip_fraction": pg.clip_fraction,
                   "ratio_mean": pg.ratio_mean, "value_clip_fraction": v_clip,

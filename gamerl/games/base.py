@@ -70,8 +70,8 @@ MakeEnv = Callable[..., Any]
 Episode = Any  # gamerl.core.rollout.Episode (not imported: the games never import the trainer)
 
 __all__ = ["DEFAULT_REPORT_COLUMNS", "GENERIC_METRIC_DESCRIPTIONS", "MAX_TURNS_SHOWN",
-           "CurriculumChoices", "EvaluationReport", "Instance", "MakeEnv", "ReportColumn", "SampleTable",
-           "SessionNotFoundError", "Task", "TooManySessionsError",
+           "CurriculumChoices", "EvaluationReport", "Instance", "MakeEnv", "ReportColumn",
+           "SampleTable", "SessionNotFoundError", "Task", "TooManySessionsError",
            "after_marker", "code_span", "column_label", "elide", "episode_instance",
            "eval_split", "extract_answer", "instance_key", "instance_seed", "seed_eval",
            "seed_instances",

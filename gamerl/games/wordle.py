@@ -19,7 +19,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from tasks.wordle.game import fits_marks  # the game's check, which its fit_reward pays
 
-from .base import (Instance, MakeEnv, ReportColumn, SampleTable, Task, after_marker, code_span, elide, eval_split, instance_key)
+from .base import (Instance, MakeEnv, ReportColumn, SampleTable, Task, after_marker, code_span,
+                   elide, eval_split, instance_key)
 from .pieces import (ConfigFiles, VerlSpec, WizardQuestions, task_config_reader,
                      task_config_writer)
 
