@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 from datetime import datetime, timezone
+from typing import Any
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -237,19 +238,28 @@ def measured_at(summary: dict, summary_path: Path, allow_dirty: bool) -> str:
 NOT_RESULTS = ("out_dir", "wandb_mode", "wandb_project", "progress", "device")
 
 
+def settings_off_preset(config: dict, preset: str, task: str,
+                        skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The settings (name -> the run's value) in which a run's config.json differs from
+    ``get_config(preset, task=task)`` as the code sets it now, leaving out NOT_RESULTS, the
+    seed and ``skip``. A setting the config lacks (added to TrainConfig after that run) counts
+    as its default, which is what the code did before the setting existed."""
+    from gamerl.config import get_config
+    from gamerl.config.train_config import setting_fields
+
+    defaults = {name: f.default for name, f in setting_fields().items()}
+    wanted = get_config(preset, task=task).to_dict()
+    return {k: config.get(k, defaults[k]) for k in sorted(wanted)
+            if k not in NOT_RESULTS + ("seed",) + skip and config.get(k, defaults[k]) != wanted[k]}
+
+
 def check_main_run_config(config: dict) -> None:
     """SystemExit unless ``config`` is the main job's: ``get_config("tiny")``, with any
-    ``--seed``. A setting the run's config.json lacks (added to TrainConfig after that run)
-    counts as its default, which is what the code did before the setting existed; one it has
-    that was removed since counts where it was on (``removed_in_use``)."""
-    from gamerl.config import get_config
-    from gamerl.config.train_config import removed_in_use, setting_fields
+    ``--seed`` (``settings_off_preset``); a setting removed since counts where it was on
+    (``removed_in_use``)."""
+    from gamerl.config.train_config import removed_in_use
 
-    main = get_config("tiny").to_dict()
-    defaults = {name: f.default for name, f in setting_fields().items()}
-    differ = sorted(k for k, v in main.items()
-                    if k not in NOT_RESULTS + ("seed",) and config.get(k, defaults[k]) != v)
-    differ += removed_in_use(config)
+    differ = list(settings_off_preset(config, "tiny", "password_game")) + removed_in_use(config)
     if differ:
         raise SystemExit("this run is not `python -m gamerl train --preset tiny`: it differs in "
                          + ", ".join(f"{k}={config.get(k)!r}" for k in differ))
@@ -388,16 +398,12 @@ def cmd_keep(args: argparse.Namespace) -> int:
 def preset_overrides(config: dict) -> str:
     """`` --set NAME=VALUE`` for each setting in which a run's config differs from its preset as
     the code sets it now (so the command reproduces the run at this commit); "" for none."""
-    from gamerl.config import get_config
-
     try:
-        preset = get_config(config.get("preset") or "tiny",
-                            task=config.get("task", "password_game")).to_dict()
+        differ = settings_off_preset(config, config.get("preset") or "tiny",
+                                     config.get("task", "password_game"), skip=("preset", "task"))
     except ValueError:  # a preset this version no longer has
         return ""
-    skip = NOT_RESULTS + ("seed", "preset", "task")
-    return "".join(f" --set {name}={json.dumps(config[name])}" for name in sorted(preset)
-                   if name in config and name not in skip and config[name] != preset[name])
+    return "".join(f" --set {name}={json.dumps(value)}" for name, value in differ.items())
 
 
 def stamp_line(summaries: list[dict]) -> str:
@@ -413,7 +419,8 @@ def stamp_line(summaries: list[dict]) -> str:
     hosts = sorted({f"{s.get('host', {}).get('cpu', '?')}, {s.get('host', {}).get('cpu_count')}"
                     " cores" for s in summaries})
     return (f"`python -m gamerl train --preset {config.get('preset')}{task} --seed "
-            f"{'/'.join(map(str, seeds))}{preset_overrides(config)}`; commit {', '.join(f'`{c}`' for c in commits)}; "
+            f"{'/'.join(map(str, seeds))}{preset_overrides(config)}`; "
+            f"commit {', '.join(f'`{c}`' for c in commits)}; "
             f"{' to '.join(dict.fromkeys([dates[0], dates[-1]]))}; {'; '.join(hosts)}.\n")
 
 
