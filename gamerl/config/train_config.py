@@ -287,7 +287,7 @@ SECTIONS: dict[str, type] = {
 }
 
 
-# Settings removed on 2026-12-07 (issue 61; none was set by a preset), each with its old
+# Settings removed on 2026-12-07 (none was set by a preset), each with its old
 # default, the value that left it off: a run directory or config file that kept it there still
 # loads (the name is dropped), one that had it on ran what this trainer no longer can.
 REMOVED_TAG = "experiments-2026-12"  # the last commit that has them: rerun such a run from it
