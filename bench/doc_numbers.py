@@ -257,7 +257,7 @@ def check_main_run_config(config: dict) -> None:
     """SystemExit unless ``config`` is the main job's: ``get_config("tiny")``, with any
     ``--seed`` (``settings_off_preset``); a setting removed since counts where it was on
     (``removed_in_use``)."""
-    from gamerl.config.train_config import removed_in_use
+    from gamerl.config.removed import removed_in_use
 
     differ = list(settings_off_preset(config, "tiny", "password_game")) + removed_in_use(config)
     if differ:

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 import gamerl.core.trainer as trainer_module  # noqa: E402
-from gamerl.config.train_config import get_config, parse_overrides  # noqa: E402
+from gamerl.config import get_config, parse_overrides  # noqa: E402
 from gamerl.core.trainer import Trainer  # noqa: E402
 from procmem import gpu_peak_gb, gpu_reset_peak  # noqa: E402  (bench/, the script's folder)
 

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 import gamerl.core.warmstart as ws  # noqa: E402
-from gamerl.config.train_config import get_config, parse_overrides  # noqa: E402
+from gamerl.config import get_config, parse_overrides  # noqa: E402
 from gamerl.models import load_policy  # noqa: E402
 from machine import machine_info, write_json  # noqa: E402  (bench/, the script's folder)
 

@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from gamerl.config import get_config  # noqa: E402
-from gamerl.config.train_config import parse_overrides  # noqa: E402
+from gamerl.config import parse_overrides  # noqa: E402
 from gamerl.core.evaluate import eval_instances, local_env_factory  # noqa: E402
 from gamerl.core.rollout import (IM_END, RolloutConfig, ScriptedPolicy,  # noqa: E402
                                  encode, rollout)

@@ -44,7 +44,8 @@ class UsageError(Exception):
 def _train_config(args: argparse.Namespace):
     """(cfg, run directory, env_url) from the flags, every setting checked; no torch import, no
     model load, nothing written (UsageError otherwise)."""
-    from .config.train_config import TrainConfig, get_config, parse_overrides
+    from .config.cli_settings import parse_overrides
+    from .config.train_config import TrainConfig, get_config
     from .config.train_config import default_run_dir
 
     overrides = parse_overrides(args.set or [])  # ValueError: a UsageError in _train
@@ -141,7 +142,8 @@ def _check_resumable(out: Path, cfg) -> None:
 
 def print_config(cfg) -> None:
     """Every setting of ``cfg``, section by section: its value and what it is."""
-    from .config.train_config import SETTING_SECTION, setting_descriptions
+    from .config.cli_settings import setting_descriptions
+    from .config.train_config import SETTING_SECTION
 
     meaning = setting_descriptions()
     values = cfg.settings()
@@ -383,7 +385,7 @@ def _build_tiny(args: argparse.Namespace) -> int:
 
 def _add_train(sub) -> None:
     """``train``: its flags, and every preset with one line in its help."""
-    from .config.train_config import PRESET_SUMMARIES, PRESETS
+    from .config.presets import PRESET_SUMMARIES, PRESETS
     from .games.registry import TASKS
 
     t = sub.add_parser("train", help="warm start (if set), baseline eval, PPO, final eval",
@@ -427,7 +429,7 @@ def _add_train(sub) -> None:
 
 def _add_evaluate(sub) -> None:
     """``evaluate``: a checkpoint, or a model before training, on held-out games."""
-    from .config.train_config import PRESETS
+    from .config.presets import PRESETS
     from .games.registry import TASKS
 
     e = sub.add_parser("evaluate", help="evaluate a checkpoint, or a model before training, on "

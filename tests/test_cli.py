@@ -108,7 +108,7 @@ def test_build_tiny_and_bad_override(env, tmp_path):
 
 
 def test_train_help_lists_every_preset_with_what_it_is():
-    from gamerl.config.train_config import PRESET_SUMMARIES, PRESETS
+    from gamerl.config.presets import PRESET_SUMMARIES, PRESETS
 
     res = subprocess.run([sys.executable, "-m", "gamerl", "train", "--help"],
                          capture_output=True, text=True, timeout=120)

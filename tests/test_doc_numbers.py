@@ -115,7 +115,7 @@ def test_main_run_block_refuses_another_run(tmp_path):
 def test_main_run_of_an_older_version_lacks_later_settings(tmp_path):
     """A run whose config.json predates a setting (share_prefix came later) ran with what is now
     its default: it is still the main job; so is one that has a setting removed since, off
-    (train_config.REMOVED_SETTINGS), but not one that had it on."""
+    (removed.REMOVED_SETTINGS), but not one that had it on."""
     summary = _summary({"final": {"reward": 1.0, "rules_satisfied": 2.0, "success_rate": 0.0,
                                   "turns": 3.0, "episodes": 128}}, git_commit="abcdef1")
     summary["config"].pop("share_prefix")

@@ -96,7 +96,7 @@ def test_unknown_section_and_env_key(tmp_path):
 
 
 def test_a_removed_setting_is_dropped_when_off_and_refused_when_on(tmp_path):
-    """A file written before settings were removed (train_config.REMOVED_SETTINGS) loads where
+    """A file written before settings were removed (removed.REMOVED_SETTINGS) loads where
     they are off; one that turns one on is refused in one line naming the git tag to run it
     from."""
     train, env = _committed()

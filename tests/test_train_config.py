@@ -6,8 +6,8 @@ import json
 import pytest
 
 from gamerl.config import TrainConfig, coerce_override, get_config
-from gamerl.config.train_config import (REMOVED_SETTINGS, REMOVED_TAG, SECTIONS, SETTING_SECTION,
-                                        OptimSettings, setting_fields)
+from gamerl.config.removed import REMOVED_SETTINGS, REMOVED_TAG
+from gamerl.config.train_config import SECTIONS, SETTING_SECTION, OptimSettings, setting_fields
 from gamerl.games.password_game import PasswordGameSettings
 
 

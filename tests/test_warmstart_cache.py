@@ -13,7 +13,7 @@ import pytest
 
 import gamerl.core.warmstart as ws
 from gamerl.config import get_config
-from gamerl.config.train_config import REMOVED_SETTINGS
+from gamerl.config.removed import REMOVED_SETTINGS
 from gamerl.models import load_policy
 
 

@@ -1,5 +1,7 @@
-"""Configuration: ``TrainConfig`` and its presets (``train_config``, re-exported here), the run's
-JSON files (``jsonconfig``, ``envconfig``, ``jsonchecks``) and the ``configure`` wizard."""
+"""Configuration: ``TrainConfig`` (``train_config``), its presets (``presets``), ``--set`` text
+(``cli_settings``), the run's JSON files (``jsonconfig``, ``envconfig``, ``jsonchecks``) and the
+``configure`` wizard."""
 
-from .train_config import (PRESETS, TrainConfig, coerce_override,  # noqa: F401
-                           default_run_dir, get_config, parse_overrides)
+from .cli_settings import coerce_override, parse_overrides  # noqa: F401
+from .presets import PRESETS  # noqa: F401
+from .train_config import TrainConfig, default_run_dir, get_config  # noqa: F401

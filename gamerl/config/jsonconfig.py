@@ -68,7 +68,7 @@ reward_per_rule, length_penalty, episode_bonus, bonus_min_rules and reward_mode 
 env_config.json: gamerl/config/envconfig.py says which keys each game has), and warmstart_extra_prob
 and warmstart_demos (the base's values).
 
-A key of a setting removed on 2026-12-07 (``train_config.REMOVED_SETTINGS``) is dropped where it
+A key of a setting removed on 2026-12-07 (``removed.REMOVED_SETTINGS``) is dropped where it
 holds the value that left it off, and refused in one line, naming the git tag that still runs it,
 where it does not.
 """
@@ -81,7 +81,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-from .train_config import PRESETS, REMOVED_SETTINGS, TrainConfig, get_config, refuse_removed
+from .presets import PRESETS
+from .removed import REMOVED_SETTINGS, refuse_removed
+from .train_config import TrainConfig, get_config
 from .envconfig import ENV_FILE, LEGACY_TASK, config_files, env_to_json, read_env
 from .jsonchecks import COMMENT, PathLike, check_keys, field_value, read_json
 

@@ -18,8 +18,9 @@ import sys
 from dataclasses import MISSING
 from pathlib import Path
 
-from .train_config import (PRESET_SUMMARIES, PRESETS, SETTING_SECTION, setting_descriptions,
-                           setting_fields)
+from .presets import PRESET_SUMMARIES, PRESETS
+from .cli_settings import setting_descriptions
+from .train_config import SETTING_SECTION, setting_fields
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
 COMMANDS = ("train", "evaluate", "merge", "configure", "build-tiny")

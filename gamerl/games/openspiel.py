@@ -321,7 +321,7 @@ WIZARD = WizardQuestions(label="board and card games", defaults=_wizard_defaults
 
 # ----------------------------------------------------------------------------- the task
 
-# What OpenSpiel changes in a preset (gamerl/config/train_config.py's PRESETS; ``get_config``
+# What OpenSpiel changes in a preset (gamerl/config/presets.py's PRESETS; ``get_config``
 # applies these over the preset, under the caller's overrides). Its rewards are O(1) already
 # (reward_scale 1: the Password Game's 0.1 or 0.02 would shrink them).
 OPENSPIEL_PRESETS: dict[str, dict[str, Any]] = {

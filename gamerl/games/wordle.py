@@ -322,7 +322,7 @@ def verl_spec() -> VerlSpec:
 
 # ----------------------------------------------------------------------------- presets
 
-# What Wordle changes in a preset (gamerl/config/train_config.py's PRESETS; ``get_config``
+# What Wordle changes in a preset (gamerl/config/presets.py's PRESETS; ``get_config``
 # applies these over the preset, under the caller's overrides). Wordle's rewards are O(1)
 # already (reward_scale 1: the Password Game's 0.1 or 0.02 would shrink them).
 WORDLE_PRESETS: dict[str, dict[str, Any]] = {
