@@ -38,8 +38,9 @@ from procmem import status_bytes  # noqa: E402  (bench/, the script's folder)
 from gamerl.models import (PolicyWithValue, load_policy, qwen3_0_6b_config,  # noqa: E402
                            set_gradient_checkpointing)
 from gamerl.core.scoring import Sampling  # noqa: E402
-from gamerl.core.epoch import (PPOBatch, compute_advantages, forward_policy, make_optimizer,
-                               ppo_update, reference_logprobs, support_rows)
+from gamerl.core.epoch import (PPOBatch, compute_advantages, make_optimizer,  # noqa: E402
+                               ppo_update, support_rows)
+from gamerl.core.forward import forward_policy, reference_logprobs  # noqa: E402
 
 
 def peak_bytes() -> int:

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+import gamerl.core.forward as forward  # noqa: E402
 import gamerl.core.warmstart as ws  # noqa: E402
 from gamerl.config import get_config, parse_overrides  # noqa: E402
 from gamerl.models import load_policy  # noqa: E402
@@ -43,10 +44,11 @@ def time_steps(lm, cfg, batches, pad_id: int, rows_per_pass: int, share: bool) -
     split = ws._trainable_part(lm, cfg)
     params = [p for p in lm.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.warmstart_lr, weight_decay=0.0)
-    real_rows, real_hidden = ws.SFT_ROWS_PER_PASS, ws.trunk_hidden
+    real_rows, real_hidden = ws.SFT_ROWS_PER_PASS, forward.trunk_hidden
     ws.SFT_ROWS_PER_PASS = rows_per_pass
-    if not share:
-        ws.trunk_hidden = lambda trunk, ids, attn, share=True: real_hidden(trunk, ids, attn, False)
+    if not share:  # the SFT passes reach the trunk through gamerl.core.forward
+        forward.trunk_hidden = lambda trunk, ids, attn, share=True: real_hidden(trunk, ids, attn,
+                                                                                False)
     lm.train()
     try:
         t0, losses = time.perf_counter(), []
@@ -54,7 +56,7 @@ def time_steps(lm, cfg, batches, pad_id: int, rows_per_pass: int, share: bool) -
             losses.append(ws._sft_step(lm, optimizer, params, batch, pad_id, split, None))
         seconds = time.perf_counter() - t0
     finally:
-        ws.SFT_ROWS_PER_PASS, ws.trunk_hidden = real_rows, real_hidden
+        ws.SFT_ROWS_PER_PASS, forward.trunk_hidden = real_rows, real_hidden
     return {"seconds": round(seconds, 2), "losses": [round(x, 5) for x in losses]}
 
 

@@ -145,7 +145,7 @@ def test_rollout_with_rows_dropped_records_what_a_fresh_pass_scores(tiny):
     reassembled cache: every recorded log-prob, of every turn, is what a fresh forward pass over
     the finished episode gives (positions, masks and carried keys right), and fewer row-steps
     ran than ``generate`` would have run."""
-    from gamerl.core.epoch import forward_policy
+    from gamerl.core.forward import forward_policy
     from gamerl.models import PolicyWithValue
 
     lm, tok = tiny

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gamerl.core import prefix_share
-from gamerl.core.epoch import forward_policy, reference_logprobs
+from gamerl.core.forward import forward_policy, reference_logprobs
 from gamerl.core.scoring import Sampling
 from gamerl.models import PolicyWithValue, lm_trunk
 from gamerl.models.loading import load_policy

@@ -49,7 +49,8 @@ def test_one_ppo_update_on_qwen3_0_6b_architecture():
                      old_values=zeros.clone(), ref_logprobs=zeros.clone(),
                      group_ids=torch.tensor([0]))
     from gamerl.core.scoring import Sampling
-    from gamerl.core.epoch import forward_policy, support_rows
+    from gamerl.core.epoch import support_rows
+    from gamerl.core.forward import forward_policy
 
     with torch.no_grad():
         old = forward_policy(policy, ids, batch.attention_mask, Sampling.from_config(cfg),

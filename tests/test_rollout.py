@@ -17,7 +17,7 @@ from gamerl.core.rollout import (Answer, LMPolicy, RolloutConfig, ScriptedPolicy
 from gamerl.games.password_game import extract_password, feedback_message
 from gamerl.core.decode import sample_turn
 from gamerl.core.scoring import Sampling
-from gamerl.core.epoch import forward_policy
+from gamerl.core.forward import forward_policy
 from tasks.password_game import GameConfig, LocalPasswordGameEnv
 
 SYSTEM = "Reply with your next password only, on one line."

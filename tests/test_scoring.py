@@ -20,7 +20,7 @@ from gamerl.models import PolicyWithValue, chat_prompt, load_policy
 from gamerl.core.rollout import LMPolicy, RolloutConfig, encode
 from gamerl.core.scoring import (Sampling, SampledLogprobs, pack_bits, score_tokens, support_mask,
                             unpack_bits)
-from gamerl.core.epoch import forward_policy
+from gamerl.core.forward import forward_policy
 
 Z = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0]])  # logits over a 5-token vocabulary
 

@@ -14,8 +14,9 @@ from gamerl.core.evaluate import local_env_factory
 from gamerl.models import (PolicyWithValue, SplitTrunk, freeze_below_top_layers, lm_trunk,
                            load_policy, load_reference, positions_from_mask)
 from gamerl.core.scoring import Sampling
-from gamerl.core.epoch import (collect, compute_advantages, epoch_seeds, forward_policy,
-                               make_optimizer, ppo_update)
+from gamerl.core.epoch import (collect, compute_advantages, epoch_seeds, make_optimizer,
+                               ppo_update)
+from gamerl.core.forward import forward_policy
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """The settings as the command line sees them: ``--set NAME=VALUE`` parsed by the type of the
-field's default, and each setting's one-line meaning for ``--print-config`` and docs/reference.md."""
+field's default, and each setting's one-line meaning (``--print-config``, docs/reference.md)."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ you can run by hand:
     upd_stats = ppo_update(policy, optimizer, batch, cfg)                 # clipped PPO steps
 
 ``collect``: all episodes play in lockstep (rollout.py: one batched ``generate`` per turn); then
-one no-grad forward pass of the policy gives the old log-probs and values, and one of the frozen
-reference gives the reference log-probs, for every token. (The log-probs recorded while sampling
+one no-grad forward pass of the policy (``gamerl.core.forward``) gives the old log-probs and
+values, and one of the frozen reference gives the reference log-probs, for every token. (The log-probs recorded while sampling
 are kept as ``gen_logprobs`` and only compared: the ratio's denominator must come from the same
 computation as its numerator, so the first minibatch sees a ratio of exactly 1.) The scoring
 always comes before the update, whatever ``ppo_epochs``: the batch is complete when
@@ -50,129 +50,16 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from . import ppo, prefix_share
+from . import ppo
 from ..config.train_config import TrainConfig
 from ..games.registry import get_task
-from ..models.lora import adapter_disabled, is_peft
-from ..models import PolicyWithValue, SplitTrunk, lm_head, lm_trunk, unwrap_lm
-from .scoring import Sampling, score_tokens
+from ..models import PolicyWithValue, unwrap_lm
+from .forward import forward_policy, reference_logprobs
+from .scoring import Sampling
 from .rollout import Episode, LMPolicy, RolloutConfig, TokenBatch, episodes_to_batch, rollout
 
 log = logging.getLogger("gamerl")
-
-
-# ----------------------------------------------------------------------------- forward passes
-
-
-@dataclass
-class PolicyPass:
-    """What one forward pass of the policy gives, aligned as the module docstring says."""
-
-    logprobs: torch.Tensor  # [B, T] log pi(token t) of the sampling distribution; 0 off-mask
-    values: torch.Tensor  # [B, T] V(state before token t)
-    entropy: Optional[torch.Tensor] = None  # [B, T] of the sampling distribution at t
-    support: Optional[torch.Tensor] = None  # [N, V/8] packed supports (derive_support=True)
-    trunk_cache: Optional[torch.Tensor] = None  # [B, T, H] the frozen bottom's output (split)
-    last_values: Optional[torch.Tensor] = None  # [B] V(state after each row's last token)
-
-
-def _policy_positions(input_ids: torch.Tensor, mask: Optional[torch.Tensor],
-                      attention_mask: torch.Tensor) -> torch.Tensor:
-    """[B, T-1] bool: the positions t-1 whose next token t is scored (policy tokens only)."""
-    return (mask if mask is not None else attention_mask)[:, 1:].bool()
-
-
-def _scatter(sel: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """N per-token values back to [B, T] (0 elsewhere, column 0 included); keeps the graph."""
-    zeros = torch.zeros(sel.shape, dtype=torch.float32, device=sel.device)
-    return F.pad(zeros.masked_scatter(sel, values), (1, 0))
-
-
-def forward_policy(policy: PolicyWithValue, input_ids: torch.Tensor,
-                   attention_mask: torch.Tensor, sampling: Sampling, *,
-                   mask: Optional[torch.Tensor] = None, support: Optional[torch.Tensor] = None,
-                   derive_support: bool = False, with_entropy: bool = False,
-                   entropy_grad: bool = False,
-                   trunk_input: Optional[torch.Tensor] = None,
-                   share_prefix: bool = True) -> PolicyPass:
-    """Log-probs, values (and entropy) of every policy token, as the rollout sampled them.
-
-    The trunk runs over the whole sequence; the LM head and the fp32 log-softmax only at the
-    positions whose next token is a policy token (``mask``; all tokens when None), in chunks,
-    under ``sampling``'s temperature and top-k/top-p support (``gamerl.core.scoring``): the old pass
-    derives the supports (``derive_support``), the update passes them back (``support``, the
-    ``[N, V/8]`` rows of exactly these positions, in row-major order). In multi-turn games most
-    tokens are prompt and feedback, so this skips most of the ``[B, T, vocab]`` logits.
-
-    With ``policy.split`` (``trainable_layers``: only the top layers train) the frozen bottom's
-    output is returned as ``trunk_cache`` when it is computed here, and ``trunk_input`` (that
-    cache) skips the bottom entirely: the update passes run the top layers only.
-
-    ``share_prefix``: rows that open with the same tokens (a GRPO group's prompt, the system
-    prompt) run the whole trunk, or with ``policy.split`` its frozen bottom, over that prefix
-    once (``gamerl.core.prefix_share``; the same numbers up to float rounding)."""
-    split: Optional[SplitTrunk] = getattr(policy, "split", None)
-    cache = None
-    if split is None:
-        hidden = prefix_share.trunk_hidden(lm_trunk(policy.lm), input_ids, attention_mask,
-                                           share=share_prefix)
-    else:
-        if trunk_input is None:
-            with torch.no_grad():  # frozen: no graph below the trained layers
-                trunk_input = cache = prefix_share.trunk_hidden(
-                    split.bottom, input_ids, attention_mask, share=share_prefix)
-        hidden = split.top_states(trunk_input, attention_mask)
-    all_values = policy.value_head(hidden)  # [B, T]: V(state after token t)
-    values = F.pad(all_values[:, :-1], (1, 0))  # V(state before token t)
-    # V(state after the row's last token; rows are right padded): a truncated episode's bootstrap
-    last = (attention_mask.sum(-1) - 1).clamp(min=0)
-    last_values = all_values.gather(1, last[:, None]).squeeze(1)
-    sel = _policy_positions(input_ids, mask, attention_mask)
-    scores = score_tokens(hidden[:, :-1][sel], lm_head(policy.lm), input_ids[:, 1:][sel],
-                          sampling, support=support, derive_support=derive_support,
-                          with_entropy=with_entropy, entropy_grad=entropy_grad)
-    entropy = _scatter(sel, scores.entropy) if with_entropy else None
-    return PolicyPass(_scatter(sel, scores.logprobs), values, entropy, scores.support, cache,
-                      last_values)
-
-
-@torch.no_grad()
-def reference_logprobs(ref_lm, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                       sampling: Sampling, mask: Optional[torch.Tensor] = None,
-                       support: Optional[torch.Tensor] = None,
-                       trunk_input: Optional[torch.Tensor] = None,
-                       n_top: Optional[int] = None, share_prefix: bool = True) -> torch.Tensor:
-    """log pi_ref(token t) over the same supports as the policy's (0 off-mask).
-
-    With LoRA the reference is the policy's own (peft) model with its adapters switched off:
-    the frozen base weights, with no second copy in memory. With ``trunk_input`` (the policy's
-    frozen bottom output, which the reference shares) only the reference's top ``n_top``
-    layers run."""
-    if is_peft(ref_lm):
-        with adapter_disabled(ref_lm):
-            return reference_logprobs(unwrap_lm(ref_lm), input_ids, attention_mask, sampling,
-                                      mask, support, trunk_input, n_top, share_prefix)
-    if trunk_input is None:
-        hidden = prefix_share.trunk_hidden(lm_trunk(ref_lm), input_ids, attention_mask,
-                                           share=share_prefix)
-    else:
-        hidden = _split_of(ref_lm, n_top).top_states(trunk_input, attention_mask)
-    hidden = hidden[:, :-1]
-    sel = _policy_positions(input_ids, mask, attention_mask)
-    scores = score_tokens(hidden[sel], lm_head(ref_lm), input_ids[:, 1:][sel], sampling,
-                          support=support)
-    return _scatter(sel, scores.logprobs)
-
-
-def _split_of(lm, n_top: int) -> SplitTrunk:
-    """The reference's SplitTrunk, made once (views only: no weights are copied)."""
-    split = getattr(lm, "_gamerl_split", None)
-    if split is None or split.n_top != n_top:
-        split = SplitTrunk.of(lm, n_top)
-        lm._gamerl_split = split
-    return split
 
 
 # ----------------------------------------------------------------------------- the batch
@@ -598,8 +485,7 @@ def without_lost(batch: PPOBatch) -> PPOBatch:
     return batch.select(torch.tensor(keep, dtype=torch.long, device=batch.input_ids.device))
 
 
-__all__ = ["LOGPROB_TOLERANCE", "PPOBatch", "PolicyPass", "check_logprobs", "collect",
-           "compute_advantages", "deterministic_backward", "epoch_seeds", "forward_policy",
-           "group_ids", "make_optimizer", "micro_batch_weight", "ppo_loss", "ppo_update",
-           "prefixed", "reference_logprobs", "resolve_dtype", "scalars", "seed_everything",
-           "support_rows", "without_lost"]
+__all__ = ["LOGPROB_TOLERANCE", "PPOBatch", "check_logprobs", "collect", "compute_advantages",
+           "deterministic_backward", "epoch_seeds", "group_ids", "make_optimizer",
+           "micro_batch_weight", "ppo_loss", "ppo_update", "prefixed", "resolve_dtype", "scalars",
+           "seed_everything", "support_rows", "without_lost"]

@@ -46,7 +46,7 @@ from safetensors.torch import load_model, save_model
 from ..runs.checkpoint import (OPTIMIZER_FILE, CheckpointError, atomic_write_dir, find_checkpoint,
                          load_tensors)
 from ..runs.rundir import PROGRESS_DIR  # beside the warm start's own directory
-from ..models.policy import lm_trunk
+from .forward import hidden_states
 from .prefix_share import trunk_hidden
 
 log = logging.getLogger("gamerl")
@@ -171,15 +171,9 @@ def _pass_logits(lm, batch: list[tuple[list[int], list[int]]], pad_id: int, spli
                  bottoms: Optional[list[torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
     """``answer_logits`` of one pass: its rows right padded together."""
     ids, attn, labels = _padded(batch, pad_id, lm.device)
-    if split is None:
-        hidden = trunk_hidden(lm_trunk(lm), ids, attn, share=True)[:, :-1]
-    else:
-        if bottoms is None:
-            with torch.no_grad():
-                bottom = trunk_hidden(split.bottom, ids, attn, share=True)
-        else:  # right padded like ids; the pads' states are never attended to
-            bottom = torch.nn.utils.rnn.pad_sequence(bottoms, batch_first=True)
-        hidden = split.top_states(bottom, attn)[:, :-1]
+    # right padded like ids; the pads' states are never attended to
+    bottom = None if bottoms is None else torch.nn.utils.rnn.pad_sequence(bottoms, batch_first=True)
+    hidden = hidden_states(lm, ids, attn, split=split, bottom=bottom)[0][:, :-1]
     sel = labels[:, 1:] != -100  # the LM head only where there is a label (answers are short)
     return lm.get_output_embeddings()(hidden[sel]).float(), labels[:, 1:][sel]
 
