@@ -336,8 +336,8 @@ def spread_table(summaries: list[dict]) -> str:
     then the mean, min and max of each stage (each column on its own, a list-valued one such
     as the per-rule pass rates entry by entry), then the reference rows (one per seed where the
     runs' differ: Wordle's random words are drawn from the run's seed). The columns are the
-    game's (``Task.report_columns``). The rows a learning result is reported with: never one
-    run."""
+    game's (``Task.report_columns``). The rows a learning result is reported with; a single
+    run gets its own rows only, and its line says it is one seed."""
     columns = _columns(summaries)
     stages = [(k, name) for k, name in STAGES if all(k in s for s in summaries)]
     header = ["seed", "policy"] + [title for _, title, _ in columns]
@@ -360,7 +360,8 @@ def spread_table(summaries: list[dict]) -> str:
     for s in summaries:
         for key, name in stages:
             lines.append(row(str(s["config"]["seed"]), name, [s[key]], first))
-    for how_name, how in (("mean", lambda v: sum(v) / len(v)), ("min", min), ("max", max)):
+    spread = (("mean", lambda v: sum(v) / len(v)), ("min", min), ("max", max))
+    for how_name, how in spread if len(summaries) > 1 else ():
         for key, name in stages:
             lines.append(row(how_name, name, [s[key] for s in summaries], how))
     shown = [k for k, _, _ in columns]
@@ -419,7 +420,8 @@ def stamp_line(summaries: list[dict]) -> str:
     hosts = sorted({f"{s.get('host', {}).get('cpu', '?')}, {s.get('host', {}).get('cpu_count')}"
                     " cores" for s in summaries})
     return (f"`python -m gamerl train --preset {config.get('preset')}{task} --seed "
-            f"{'/'.join(map(str, seeds))}{preset_overrides(config)}`; "
+            f"{'/'.join(map(str, seeds))}{preset_overrides(config)}`"
+            f"{' (one run)' if len(summaries) == 1 else ''}; "
             f"commit {', '.join(f'`{c}`' for c in commits)}; "
             f"{' to '.join(dict.fromkeys([dates[0], dates[-1]]))}; {'; '.join(hosts)}.\n")
 
