@@ -452,7 +452,8 @@ def test_growing_cache_layer_matches_concatenation_and_survives_reassignment():
     are copied into a new buffer on the next update, never written through."""
     from transformers.cache_utils import DynamicLayer
 
-    from gamerl.models.kv_cache import MIN_SPARE_COLUMNS, growing_cache
+    from gamerl.models.growing_layer import MIN_SPARE_COLUMNS
+    from gamerl.models.kv_cache import growing_cache
 
     torch.manual_seed(0)
     cache = growing_cache(build_tiny_for_cache())

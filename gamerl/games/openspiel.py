@@ -258,22 +258,20 @@ CONFIG_FILES = ConfigFiles(
         "opponent, and these games and opponent are the held-out evaluation's."),
     env_holds="the games",
     train_comments={
-        "generation": "Per turn: an OpenSpiel move is a few tokens (max_new_tokens 8).",
-        "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
-                    "per game; max_steps caps the turns of an episode (illegal-move retries "
-                    "included).",
-        "curriculum": "easy -> medium -> hard (gamerl/core/curriculum.py) when stages is null; "
-                      "or a list of {\"name\", \"games\", \"opponent\", \"threshold\"}. A stage "
-                      "ends when the success rate over the last `window` episodes reaches its "
-                      "threshold."},
+        "game": "max_steps caps the turns of an episode (illegal-move retries included).",
+        "sampling": "Per turn: an OpenSpiel move is a few tokens (max_new_tokens 8).",
+        "schedule": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
+                    "per game.",
+        "instances": "OpenSpiel's \"default\" curriculum: easy -> medium -> hard "
+                     "(default_curriculum_stages in gamerl/games/openspiel.py)."},
     check=openspiel_settings,
 )
 
 
 def _wizard_defaults(cfg, model: str):
-    """The committed config/*.json for ``tiny``: LoRA (rank 8 for tiny, 16 otherwise; alpha 2 x
-    rank), the default curriculum, failure replay 0.3 of 1000, 8 new tokens per move and the
-    easy stage's games against the random bot."""
+    """The wizard's OpenSpiel defaults: LoRA (rank 8 for tiny, 16 otherwise; alpha 2 x rank),
+    the default curriculum, failure replay 0.3 of 1000, 8 new tokens per move and the easy
+    stage's games against the random bot."""
     rank = 8 if model == "tiny" else 16
     return cfg.replace(lora=True, lora_rank=rank, lora_alpha=2 * rank, curriculum="default",
                        replay_fraction=0.3, replay_capacity=1000, max_new_tokens=8,
@@ -325,20 +323,11 @@ WIZARD = WizardQuestions(label="board and card games", defaults=_wizard_defaults
 # applies these over the preset, under the caller's overrides). Its rewards are O(1) already
 # (reward_scale 1: the Password Game's 0.1 or 0.02 would shrink them).
 OPENSPIEL_PRESETS: dict[str, dict[str, Any]] = {
-    # tiny: tic-tac-toe against the random bot, seat drawn per game; moves are a few tokens
-    # (max_new_tokens 8, the seed guide's value); the warm start teaches random legal moves;
-    # max_steps 12 covers 5 moves plus the retries for illegal ones. max_context_tokens 4096 is
-    # the tiny model's whole window: random play over 12 turns with compact feedback measured
-    # (16 games each) at most 1.0k tokens for tic_tac_toe, 0.7-1.2k for the card games and
-    # 2.8-3.3k for connect_four, hex, othello and breakthrough (the curriculum's later stages),
-    # so all fit. illegal_move_penalty 0.5: after the warm start more than half of the tiny
-    # model's answers are illegal, and with the win/loss return alone (retries end in a random
-    # legal move, so an illegal answer costs nothing) 6 PPO epochs moved nothing (batch win rate
-    # 28-47%, no trend); with the penalty each illegal answer is punished on its own tokens, and
-    # 10 epochs cut the held-out illegal rate, by 9 points in one run and by 1 to 4 in later
-    # ones: a gain the size of its noise (docs/benchmarks.md). warmstart_steps 100 / epochs 10:
-    # that run, 11-12 min. On kuhn_poker the same preset (64 games an epoch, lr 5e-5) learns to
-    # exploit the bot in 3 min (the test).
+    # tiny: tic-tac-toe against the random bot, seat drawn per game (docs/how-to/openspiel.md).
+    # Moves are a few tokens; 12 turns cover 5 moves and the retries of illegal ones, and the
+    # longest games of the curriculum's later stages stay under 4096 tokens. An illegal answer
+    # costs 0.5 on its own tokens: with the win/loss return alone (a retry ends in a random
+    # legal move) PPO had no reason to stop them.
     "tiny": dict(max_new_tokens=8, max_steps=12, max_context_tokens=4096, reward_scale=1.0,
                  warmstart_steps=100, epochs=10,
                  task_config={"games": ["tic_tac_toe"], "opponent": "random",
@@ -347,93 +336,104 @@ OPENSPIEL_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+def _env_kwargs(settings: dict, instance: Mapping) -> dict:
+    kw = {k: settings[k] for k in ("model_seat", "mcts_simulations", "mcts_uct_c",
+                                   "mcts_rollouts", "illegal_move_policy",
+                                   "max_illegal_retries", "reward") if k in settings}
+    kw["opponent"] = instance.get("opponent", settings["opponent"])
+    return kw
+
+
+def _env_factory(cfg) -> MakeEnv:
+    from tasks.openspiel.env import LocalOpenSpielEnv
+
+    settings = openspiel_settings(cfg)
+    return lambda instance=None: LocalOpenSpielEnv(
+        (instance or {}).get("game", settings["games"][0]), **_env_kwargs(settings, instance or {}))
+
+
+def _http_factory(cfg, base_url: str) -> MakeEnv:
+    from tasks.openspiel.client import OpenSpielEnv
+
+    settings = openspiel_settings(cfg)
+    return lambda instance=None: OpenSpielEnv(
+        base_url, game=(instance or {}).get("game", settings["games"][0]),
+        **_env_kwargs(settings, instance or {}))
+
+
+def _start(make_env: MakeEnv, instance: Instance) -> tuple[Any, dict]:
+    env = make_env(instance)
+    return env, env.reset(instance_seed(instance))
+
+
+def _train_instances(cfg, seeds: Sequence[int], stage: Optional[dict] = None) -> list:
+    settings = openspiel_settings(cfg)
+    games = list((stage or {}).get("games") or settings["games"])
+    opponent = (stage or {}).get("opponent") or settings["opponent"]
+    return [{"seed": s, "game": games[random.Random(f"game:{s}").randrange(len(games))],
+             "opponent": opponent} for s in seeds]
+
+
+def _eval_instances(cfg, n: int, overrides: Optional[dict] = None) -> list:
+    """``n`` held-out games PER GAME of the run (or of ``overrides["games"]``)."""
+    settings = openspiel_settings(cfg)
+    games = list((overrides or {}).get("games") or settings["games"])
+    opponent = (overrides or {}).get("opponent") or settings["opponent"]
+    seeds = cfg.eval_seeds(n, eval_split(overrides))
+    return [{"seed": s, "game": g, "opponent": opponent} for g in games for s in seeds]
+
+
+def _turn_stats(info: dict) -> dict:
+    return {"illegal": bool(info.get("illegal_move")), "outcome": info.get("outcome"),
+            "success": info.get("outcome") == "win"}
+
+
+def _metrics(episodes, cfg) -> dict:
+    n = max(len(episodes), 1)
+    turns = [t for ep in episodes for t in ep.turns]
+    out: dict[str, Any] = {}
+    for key in ("win", "draw", "loss"):
+        out[f"{key}_rate"] = sum(outcome(ep) == key for ep in episodes) / n
+    out["illegal_rate"] = sum(t.stats.get("illegal", False) for t in turns) / max(len(turns), 1)
+    per_game: dict[str, dict] = {}
+    for ep in episodes:
+        g = per_game.setdefault(ep.instance["game"], {"win": 0, "draw": 0, "loss": 0,
+                                                      "unfinished": 0, "games": 0})
+        g[outcome(ep) or "unfinished"] += 1
+        g["games"] += 1
+    for g in per_game.values():
+        g["win_ci"] = list(wilson_interval(g["win"], g["games"]))
+    out["per_game"] = per_game
+    return out
+
+
+def _badness(ep, cfg) -> float:
+    return {"win": 0.0, "draw": 0.5, "loss": 1.0}.get(outcome(ep), 1.0)
+
+
+def _demo(cfg, rng: random.Random) -> Callable:
+    # a random legal move: the format and legality, not skill
+    return lambda ep: rng.choice(ep.last_obs.get("legal_moves") or ["?"])
+
+
+def _reference_agents(cfg) -> dict:
+    def random_answer(ep) -> str:
+        rng = random.Random(f"{cfg.seed}:{ep.seed}:{len(ep.turns)}")
+        return rng.choice(ep.last_obs.get("legal_moves") or ["?"])
+
+    return {"random": random_answer}
+
+
 def make_task() -> Task:
-    def env_kwargs(settings: dict, instance: Mapping) -> dict:
-        kw = {k: settings[k] for k in ("model_seat", "mcts_simulations", "mcts_uct_c",
-                                       "mcts_rollouts", "illegal_move_policy",
-                                       "max_illegal_retries", "reward") if k in settings}
-        kw["opponent"] = instance.get("opponent", settings["opponent"])
-        return kw
-
-    def env_factory(cfg) -> MakeEnv:
-        from tasks.openspiel.env import LocalOpenSpielEnv
-
-        settings = openspiel_settings(cfg)
-        return lambda instance=None: LocalOpenSpielEnv(
-            (instance or {}).get("game", settings["games"][0]), **env_kwargs(settings, instance or {}))
-
-    def http_factory(cfg, base_url: str) -> MakeEnv:
-        from tasks.openspiel.client import OpenSpielEnv
-
-        settings = openspiel_settings(cfg)
-        return lambda instance=None: OpenSpielEnv(
-            base_url, game=(instance or {}).get("game", settings["games"][0]),
-            **env_kwargs(settings, instance or {}))
-
-    def start(make_env: MakeEnv, instance: Instance) -> tuple[Any, dict]:
-        env = make_env(instance)
-        return env, env.reset(instance_seed(instance))
-
-    def train_instances(cfg, seeds: Sequence[int], stage: Optional[dict] = None) -> list:
-        settings = openspiel_settings(cfg)
-        games = list((stage or {}).get("games") or settings["games"])
-        opponent = (stage or {}).get("opponent") or settings["opponent"]
-        return [{"seed": s, "game": games[random.Random(f"game:{s}").randrange(len(games))],
-                 "opponent": opponent} for s in seeds]
-
-    def eval_instances(cfg, n: int, overrides: Optional[dict] = None) -> list:
-        """``n`` held-out games PER GAME of the run (or of ``overrides["games"]``)."""
-        settings = openspiel_settings(cfg)
-        games = list((overrides or {}).get("games") or settings["games"])
-        opponent = (overrides or {}).get("opponent") or settings["opponent"]
-        seeds = cfg.eval_seeds(n, eval_split(overrides))
-        return [{"seed": s, "game": g, "opponent": opponent} for g in games for s in seeds]
-
-    def turn_stats(info: dict) -> dict:
-        return {"illegal": bool(info.get("illegal_move")), "outcome": info.get("outcome"),
-                "success": info.get("outcome") == "win"}
-
-    def metrics(episodes, cfg) -> dict:
-        n = max(len(episodes), 1)
-        turns = [t for ep in episodes for t in ep.turns]
-        out: dict[str, Any] = {}
-        for key in ("win", "draw", "loss"):
-            out[f"{key}_rate"] = sum(outcome(ep) == key for ep in episodes) / n
-        out["illegal_rate"] = sum(t.stats.get("illegal", False) for t in turns) / max(len(turns), 1)
-        per_game: dict[str, dict] = {}
-        for ep in episodes:
-            g = per_game.setdefault(ep.instance["game"], {"win": 0, "draw": 0, "loss": 0,
-                                                          "unfinished": 0, "games": 0})
-            g[outcome(ep) or "unfinished"] += 1
-            g["games"] += 1
-        for g in per_game.values():
-            g["win_ci"] = list(wilson_interval(g["win"], g["games"]))
-        out["per_game"] = per_game
-        return out
-
-    def badness(ep, cfg) -> float:
-        return {"win": 0.0, "draw": 0.5, "loss": 1.0}.get(outcome(ep), 1.0)
-
-    def demo(cfg, rng: random.Random) -> Callable:
-        # a random legal move: the format and legality, not skill
-        return lambda ep: rng.choice(ep.last_obs.get("legal_moves") or ["?"])
-
-    def reference_agents(cfg) -> dict:
-        def random_answer(ep) -> str:
-            rng = random.Random(f"{cfg.seed}:{ep.seed}:{len(ep.turns)}")
-            return rng.choice(ep.last_obs.get("legal_moves") or ["?"])
-
-        return {"random": random_answer}
-
     return Task(
         name="openspiel",
         system_prompt="You are playing a board or card game. Reply with your move only, "
                       "written exactly as in the list of legal moves.",
         extract=extract_move, feedback=openspiel_feedback,
-        env_factory=env_factory, http_env_factory=http_factory, start=start,
-        train_instances=train_instances, eval_instances=eval_instances,
-        turn_stats=turn_stats, metrics=metrics, badness=badness, demo=demo,
-        reference_agents=reference_agents, max_turns=lambda cfg: cfg.max_steps,
+        env_factory=_env_factory, http_env_factory=_http_factory, start=_start,
+        train_instances=_train_instances, eval_instances=_eval_instances,
+        turn_stats=_turn_stats, metrics=_metrics, badness=_badness, demo=_demo,
+        reference_agents=_reference_agents, max_turns=lambda cfg: cfg.max_steps,
         headline=("win_rate", "illegal_rate"),
         reference_labels={"random": "random legal moves"},
         metric_descriptions={"success_rate": "games won against the opponent (a draw is not)",

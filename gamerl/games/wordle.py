@@ -278,12 +278,13 @@ CONFIG_FILES = ConfigFiles(
         "invalid_penalty, repeat_penalty, loss_penalty, latest_green_reward, fit_reward)."),
     env_holds="Wordle's settings",
     train_comments={
-        "generation": "Per turn: one guess, a 5-letter word of a few tokens (max_new_tokens 8).",
-        "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
-                    "(answers training never draws). Turns per game: env_config.json's "
-                    "max_guesses (max_steps is not used by Wordle).",
-        "curriculum": "Wordle has none (OpenSpiel and the Password Game have one): keep "
-                      "enabled false."},
+        "game": "Turns per game: env_config.json's max_guesses (max_steps is not used by "
+                "Wordle).",
+        "sampling": "Per turn: one guess, a 5-letter word of a few tokens (max_new_tokens 8).",
+        "schedule": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
+                    "(answers training never draws).",
+        "instances": "Wordle has no curriculum (OpenSpiel and the Password Game have one): keep "
+                     "curriculum null."},
 )
 
 
@@ -335,26 +336,12 @@ WORDLE_PRESETS: dict[str, dict[str, Any]] = {
     # expert, tasks/wordle/solver.py::expert_guess, is not measured with Qwen3-0.6B).
     "qwen3-0.6b": dict(max_new_tokens=64, advantage_estimator="grpo", group_size=4,
                        reward_scale=1.0, warmstart=False),
-    # SmolLM2: zero-shot every answer is chatter or emoji (32 held-out games, 100% invalid
-    # guesses: docs/benchmarks.md), so every turn earns the same -0.1 and PPO has no signal.
-    # The warm start plays the expert (tasks/wordle/solver.py::expert_guess: SOARE, CLINT, then
-    # answers consistent with every mark), 64 steps over 512 of its games (each seen once) on
-    # every layer (warmstart_all_layers); PPO then trains the top 4. The warm start of the top 4
-    # only (48 steps of 256 games) learned the format but not to read the board, and PPO after
-    # it won no game (best greens 1.34, random words 1.19); on every layer, 96 steps over 768
-    # games won 8 and 4 of 256 before PPO, 5 and 2 after (seeds 0 and 1, Xeon; random words 1
-    # and 0), but took 51.4 min on the 2-core AMD EPYC, over the issue's 45. 64 steps over 512
-    # (since 2026-11-30) take 43.7 and 42.7 min there and won 8 and 6 before PPO, 9 and 4 after
-    # (best greens 1.73, 1.77; random words 1.25, 1.13); the reward stays below random words'
-    # (~30% of the guesses invalid or repeated). docs/benchmarks.md.
-    # feedback "latest": the last board line, the greens in place, the letters (the compact
-    # board, repeated in every message, made games ~900 tokens; ~610 without it).
-    # repeat_penalty 0.1: a repeated guess wastes a turn as an invalid one does. lr 5e-5: at
-    # 2e-5 the batch reward flattened after 4 epochs. eval_episodes 256: every held-out answer
-    # once (wins are rare: random answer words win ~0.2-0.4%), played 64 at a time
-    # (eval_batch_size: 256 games' KV cache at once took the run to 20 GB; 13 GB with 64).
-    # max_new_tokens 8: a guess and <|im_end|> are 2-4 tokens; 16 only let zero-shot chatter
-    # run on.
+    # SmolLM2 on 2 CPU cores (results: docs/results.md): zero-shot every answer is chatter (no
+    # valid guess, no signal), so the warm start plays the expert (two openers, then answers
+    # that fit every mark) on every layer, which the top 4 alone did not learn to read the
+    # board from; PPO then trains the top 4. "latest": the last board line only (a game ~610
+    # tokens, not ~900); a repeated guess costs what an invalid one does; all 256 held-out
+    # answers, 64 games at a time (the KV cache of 256 at once took 20 GB).
     "smollm2-135m": dict(max_new_tokens=8, reward_scale=1.0, warmstart=True,
                          warmstart_all_layers=True, warmstart_examples=512,
                          warmstart_steps=64, warmstart_batch_size=8, warmstart_lr=3e-4,
@@ -366,108 +353,120 @@ WORDLE_PRESETS: dict[str, dict[str, Any]] = {
 
 # ----------------------------------------------------------------------------- the task
 
+def _env_factory(cfg) -> MakeEnv:
+    from tasks.wordle import LocalWordleEnv
+
+    config = wordle_config(cfg)
+    return lambda: LocalWordleEnv(config)
+
+
+def _http_factory(cfg, base_url: str) -> MakeEnv:
+    from dataclasses import asdict
+
+    from tasks.wordle import WordleEnv
+
+    c = wordle_config(cfg)
+    return lambda: WordleEnv(base_url, max_guesses=c.max_guesses, hard_mode=c.hard_mode,
+                             reward=asdict(c.reward))
+
+
+def _start(make_env: MakeEnv, instance: Instance) -> tuple[Any, dict]:
+    env = make_env()
+    return env, env.reset(answer=instance["answer"])
+
+
+def _train_instances(cfg, seeds: Sequence[int], stage: Optional[dict] = None) -> list:
+    from tasks.wordle import answers
+
+    held = set(wordle_heldout_answers())
+    pool = [w for w in answers() if w not in held]
+    return [{"seed": s, "answer": pool[random.Random(s).randrange(len(pool))]} for s in seeds]
+
+
+def _eval_instances(cfg, n: int, overrides: Optional[dict] = None) -> list:
+    """The test games play the held-out answers (never trained on); the validation games,
+    which only choose a checkpoint, answers of the training pool drawn by their seeds."""
+    seeds = cfg.eval_seeds(n, eval_split(overrides))
+    if eval_split(overrides) == "validation":
+        return _train_instances(cfg, seeds)
+    held = wordle_heldout_answers()
+    return [{"seed": s, "answer": held[i % len(held)]} for i, s in enumerate(seeds)]
+
+
+def _turn_stats(info: dict) -> dict:
+    return {"valid": bool(info.get("valid")), "repeated": bool(info.get("repeated")),
+            "greens": sum(m == "green" for m in (info.get("marks") or [])),
+            "success": bool(info.get("success"))}
+
+
+def _metrics(episodes, cfg) -> dict:
+    n = max(len(episodes), 1)
+    turns = [t for ep in episodes for t in ep.turns]
+    wins = [len(ep.turns) for ep in episodes if ep.success]
+    return {**reads_the_marks(episodes),
+            "guesses_when_solved": sum(wins) / len(wins) if wins else float("nan"),
+            "invalid_rate": sum(not t.stats.get("valid") for t in turns) / max(len(turns), 1),
+            "repeat_rate": sum(t.stats.get("repeated", False) for t in turns)
+            / max(len(turns), 1),
+            "best_greens": sum(max((t.stats.get("greens", 0) for t in ep.turns), default=0)
+                               for ep in episodes) / n}
+
+
+def _badness(ep, cfg) -> float:
+    if ep.success:
+        return 0.0
+    return 1.0 - max((t.stats.get("greens", 0) for t in ep.turns), default=0) / 5 * 0.5
+
+
+def _said(cfg) -> Callable[[str], str]:  # a word as the run's model is asked to write it
+    return spell if cfg.feedback == "letters" else (lambda word: word)
+
+
+def _demo(cfg, rng: random.Random) -> Callable:
+    from tasks.wordle import answers
+
+    words, write = answers(), _said(cfg)
+    return lambda ep: write(rng.choice(words))  # a valid word, feedback ignored: format
+
+
+def _expert_demo(cfg, rng: random.Random) -> Callable:
+    from tasks.wordle.solver import expert_guess
+
+    write = _said(cfg)
+    # the openers, then an answer consistent with every mark
+    return lambda ep: write(expert_guess(_board(ep.last_obs), rng))
+
+
+def _reference_agents(cfg) -> dict:
+    from tasks.wordle import answers
+    from tasks.wordle.solver import default_solver
+
+    solver = default_solver()
+    words = answers()
+
+    def solver_answer(ep) -> str:
+        obs = ep.last_obs
+        return solver.next_guess(_board(obs))
+
+    def random_answer(ep) -> str:
+        return random.Random(f"{cfg.seed}:{ep.seed}:{len(ep.turns)}").choice(words)
+
+    return {"solver": solver_answer, "random": random_answer}
+
+
 def make_task() -> Task:
-    def env_factory(cfg) -> MakeEnv:
-        from tasks.wordle import LocalWordleEnv
-
-        config = wordle_config(cfg)
-        return lambda: LocalWordleEnv(config)
-
-    def http_factory(cfg, base_url: str) -> MakeEnv:
-        from dataclasses import asdict
-
-        from tasks.wordle import WordleEnv
-
-        c = wordle_config(cfg)
-        return lambda: WordleEnv(base_url, max_guesses=c.max_guesses, hard_mode=c.hard_mode,
-                                 reward=asdict(c.reward))
-
-    def start(make_env: MakeEnv, instance: Instance) -> tuple[Any, dict]:
-        env = make_env()
-        return env, env.reset(answer=instance["answer"])
-
-    def train_instances(cfg, seeds: Sequence[int], stage: Optional[dict] = None) -> list:
-        from tasks.wordle import answers
-
-        held = set(wordle_heldout_answers())
-        pool = [w for w in answers() if w not in held]
-        return [{"seed": s, "answer": pool[random.Random(s).randrange(len(pool))]} for s in seeds]
-
-    def eval_instances(cfg, n: int, overrides: Optional[dict] = None) -> list:
-        """The test games play the held-out answers (never trained on); the validation games,
-        which only choose a checkpoint, answers of the training pool drawn by their seeds."""
-        seeds = cfg.eval_seeds(n, eval_split(overrides))
-        if eval_split(overrides) == "validation":
-            return train_instances(cfg, seeds)
-        held = wordle_heldout_answers()
-        return [{"seed": s, "answer": held[i % len(held)]} for i, s in enumerate(seeds)]
-
-    def turn_stats(info: dict) -> dict:
-        return {"valid": bool(info.get("valid")), "repeated": bool(info.get("repeated")),
-                "greens": sum(m == "green" for m in (info.get("marks") or [])),
-                "success": bool(info.get("success"))}
-
-    def metrics(episodes, cfg) -> dict:
-        n = max(len(episodes), 1)
-        turns = [t for ep in episodes for t in ep.turns]
-        wins = [len(ep.turns) for ep in episodes if ep.success]
-        return {**reads_the_marks(episodes),
-                "guesses_when_solved": sum(wins) / len(wins) if wins else float("nan"),
-                "invalid_rate": sum(not t.stats.get("valid") for t in turns) / max(len(turns), 1),
-                "repeat_rate": sum(t.stats.get("repeated", False) for t in turns)
-                / max(len(turns), 1),
-                "best_greens": sum(max((t.stats.get("greens", 0) for t in ep.turns), default=0)
-                                   for ep in episodes) / n}
-
-    def badness(ep, cfg) -> float:
-        if ep.success:
-            return 0.0
-        return 1.0 - max((t.stats.get("greens", 0) for t in ep.turns), default=0) / 5 * 0.5
-
-    def said(cfg) -> Callable[[str], str]:  # a word as the run's model is asked to write it
-        return spell if cfg.feedback == "letters" else (lambda word: word)
-
-    def demo(cfg, rng: random.Random) -> Callable:
-        from tasks.wordle import answers
-
-        words, write = answers(), said(cfg)
-        return lambda ep: write(rng.choice(words))  # a valid word, feedback ignored: format
-
-    def expert_demo(cfg, rng: random.Random) -> Callable:
-        from tasks.wordle.solver import expert_guess
-
-        write = said(cfg)
-        # the openers, then an answer consistent with every mark
-        return lambda ep: write(expert_guess(_board(ep.last_obs), rng))
-
-    def reference_agents(cfg) -> dict:
-        from tasks.wordle import answers
-        from tasks.wordle.solver import default_solver
-
-        solver = default_solver()
-        words = answers()
-
-        def solver_answer(ep) -> str:
-            obs = ep.last_obs
-            return solver.next_guess(_board(obs))
-
-        def random_answer(ep) -> str:
-            return random.Random(f"{cfg.seed}:{ep.seed}:{len(ep.turns)}").choice(words)
-
-        return {"solver": solver_answer, "random": random_answer}
-
     return Task(
         name="wordle",
         system_prompt="You are playing Wordle. Reply with your next guess only: one 5-letter word.",
         feedback_styles=("compact", "full", "latest", "letters"),
         system_prompts={"letters": WORDLE_LETTERS_PROMPT},
         extract=extract_guess, feedback=wordle_feedback,
-        env_factory=env_factory, http_env_factory=http_factory, start=start,
-        train_instances=train_instances, eval_instances=eval_instances,
+        env_factory=_env_factory, http_env_factory=_http_factory, start=_start,
+        train_instances=_train_instances, eval_instances=_eval_instances,
         game_text=lambda cfg, instance: instance["answer"],
-        turn_stats=turn_stats, metrics=metrics, badness=badness, demo=demo,
-        expert_demo=expert_demo,
-        reference_agents=reference_agents,
+        turn_stats=_turn_stats, metrics=_metrics, badness=_badness, demo=_demo,
+        expert_demo=_expert_demo,
+        reference_agents=_reference_agents,
         max_turns=lambda cfg: wordle_config(cfg).max_guesses,
         headline=("best_greens",),
         # The entropy solver wins every held-out game in 3.5 guesses on average; a policy that

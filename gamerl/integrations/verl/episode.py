@@ -130,6 +130,48 @@ def _merge_steps(current, new, pick):
     return new if current is None else pick(current, new)
 
 
+@dataclass
+class _Response:
+    """The response as it grows: answer tokens (mask 1, their log-probs) and feedback tokens
+    (mask 0, log-prob 0); ``logprobs`` None once an answer came without them."""
+    ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    logprobs: Optional[list[float]] = field(default_factory=list)
+    num_preempted: int = -1
+    min_steps: Any = None
+    max_steps: Any = None
+
+    def add_feedback(self, tokens: list[int]) -> None:
+        self.ids += tokens
+        self.mask += [0] * len(tokens)
+        if self.logprobs is not None:
+            self.logprobs += [0.0] * len(tokens)
+
+    def drop_last(self, n: int) -> None:
+        del self.ids[-n:], self.mask[-n:]
+        if self.logprobs is not None:
+            del self.logprobs[-n:]
+
+    def add_answer(self, tokens: list[int], out: Any) -> None:
+        """An answer's tokens, with what the server said about them (log-probs, preemptions, the
+        policy versions that produced it)."""
+        self.ids += tokens
+        self.mask += [1] * len(tokens)
+        out_lp = getattr(out, "log_probs", None)
+        if self.logprobs is not None and out_lp is not None and len(out_lp) >= len(tokens):
+            self.logprobs += [float(x) for x in out_lp[:len(tokens)]]
+        else:
+            self.logprobs = None
+        preempted = getattr(out, "num_preempted", None)
+        if preempted is not None:
+            self.num_preempted = preempted + max(self.num_preempted, 0)
+        extra = getattr(out, "extra_fields", None) or {}
+        self.min_steps = _merge_steps(self.min_steps, extra.get("min_global_steps",
+                                                                extra.get("global_steps")), min)
+        self.max_steps = _merge_steps(self.max_steps, extra.get("max_global_steps",
+                                                                extra.get("global_steps")), max)
+
+
 async def play_episode(spec: GameSpec, config, seed: int, prompt_ids: list[int], tokenizer,
                        generate: GenerateFn, limits: EpisodeLimits,
                        check_prompt: Optional[str] = None) -> EpisodeResult:
@@ -143,9 +185,7 @@ async def play_episode(spec: GameSpec, config, seed: int, prompt_ids: list[int],
     im_end = tokenizer.convert_tokens_to_ids(IM_END)
     max_new = min(limits.max_tokens_per_turn, limits.response_length)
     turn_cap = spec.max_turns(config) if limits.max_turns is None else limits.max_turns
-    response_ids: list[int] = []
-    response_mask: list[int] = []
-    logprobs: Optional[list[float]] = []
+    response = _Response()
     turn_rewards: list[float] = []
     actions: list[str] = []
     pending: list[int] = []  # feedback tokens, appended only when another answer follows
@@ -153,8 +193,6 @@ async def play_episode(spec: GameSpec, config, seed: int, prompt_ids: list[int],
     success = done = False
     stop_reason = "max_turns"
     generate_s = env_s = 0.0
-    num_preempted = -1
-    min_steps = max_steps = None
 
     env = spec.make_env(config)
     try:
@@ -165,44 +203,25 @@ async def play_episode(spec: GameSpec, config, seed: int, prompt_ids: list[int],
                 f"observation: the dataset was exported with other game settings or an older "
                 f"game version; export it again (python -m gamerl.integrations.verl.dataset)")
         while len(turn_rewards) < turn_cap:
-            if len(response_ids) + len(pending) + max_new > limits.response_length:
+            if len(response.ids) + len(pending) + max_new > limits.response_length:
                 stop_reason = "response_length"
                 break
             if pending:
-                response_ids += pending
-                response_mask += [0] * len(pending)
-                if logprobs is not None:
-                    logprobs += [0.0] * len(pending)
+                response.add_feedback(pending)
                 chat_turns += 1
             t0 = time.perf_counter()
-            out = await generate(list(prompt_ids) + response_ids, max_new)
+            out = await generate(list(prompt_ids) + response.ids, max_new)
             generate_s += time.perf_counter() - t0
             tokens = list(out.token_ids)[:max_new]
             if not tokens:  # nothing sampled (an aborted request): no move, no trailing feedback
                 if pending:
-                    del response_ids[-len(pending):], response_mask[-len(pending):]
-                    if logprobs is not None:
-                        del logprobs[-len(pending):]
+                    response.drop_last(len(pending))
                     chat_turns -= 1
                 stop_reason = "empty_generation"
                 break
             pending = []
-            response_ids += tokens
-            response_mask += [1] * len(tokens)
+            response.add_answer(tokens, out)
             chat_turns += 1
-            out_lp = getattr(out, "log_probs", None)
-            if logprobs is not None and out_lp is not None and len(out_lp) >= len(tokens):
-                logprobs += [float(x) for x in out_lp[:len(tokens)]]
-            else:
-                logprobs = None
-            preempted = getattr(out, "num_preempted", None)
-            if preempted is not None:
-                num_preempted = preempted if num_preempted < 0 else num_preempted + preempted
-            extra = getattr(out, "extra_fields", None) or {}
-            min_steps = _merge_steps(min_steps, extra.get("min_global_steps",
-                                                          extra.get("global_steps")), min)
-            max_steps = _merge_steps(max_steps, extra.get("max_global_steps",
-                                                          extra.get("global_steps")), max)
 
             text = tokenizer.decode(tokens, skip_special_tokens=True)
             action = spec.extract(text)
@@ -226,8 +245,9 @@ async def play_episode(spec: GameSpec, config, seed: int, prompt_ids: list[int],
 
     reward = float(sum(r * limits.turn_discount ** t for t, r in enumerate(turn_rewards)))
     return EpisodeResult(
-        prompt_ids=list(prompt_ids), response_ids=response_ids, response_mask=response_mask,
-        response_logprobs=logprobs if logprobs is not None and response_ids else None,
+        prompt_ids=list(prompt_ids), response_ids=response.ids, response_mask=response.mask,
+        response_logprobs=response.logprobs if response.ids else None,
         turn_rewards=turn_rewards, actions=actions, reward=reward, success=success, done=done,
         stop_reason=stop_reason, chat_turns=chat_turns, generate_s=generate_s, env_s=env_s,
-        num_preempted=num_preempted, min_global_steps=min_steps, max_global_steps=max_steps)
+        num_preempted=response.num_preempted, min_global_steps=response.min_steps,
+        max_global_steps=response.max_steps)
