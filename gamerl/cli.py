@@ -4,7 +4,7 @@
     python -m gamerl train --preset tiny --epochs 5 --set lr=3e-4 --set num_rules=5
     python -m gamerl train --preset tiny --out checkpoints/run1 --resume   # continue a killed run
     python -m gamerl train --task wordle --preset tiny         # the other games
-    python -m gamerl train --task openspiel --config config/train_config.json  # + env_config.json
+    python -m gamerl train --config config/train_config.json  # + env_config.json (the game)
     python -m gamerl evaluate --checkpoint checkpoints/run1/best --episodes 64
     python -m gamerl evaluate --checkpoint RUN/best --episodes 100 --opponent mcts  # OpenSpiel
     python -m gamerl train --preset tiny --env-url http://127.0.0.1:8000   # games over HTTP
@@ -71,12 +71,12 @@ def _train_config(args: argparse.Namespace):
         # A resumed run keeps its own settings; only flags given now change them (e.g. --epochs).
         cfg = TrainConfig.load(out / "config.json", resuming=True).replace(**overrides)
     elif args.config:  # the JSON files (gamerl/config/jsonconfig.py), then the flags
-        from .config.envconfig import LEGACY_TASK
         from .config.jsonconfig import load_run_config
 
         # The file's own "preset" picks the starting settings unless --preset is given (for the
         # env file's task: load_run_config rebuilds a base made for another one).
-        base = get_config(args.preset, task=args.task or LEGACY_TASK) if args.preset else None
+        task = {"task": args.task} if args.task else {}  # else get_config's (the Password Game)
+        base = get_config(args.preset, **task) if args.preset else None
         cfg, url = load_run_config(args.config, args.env_config, base=base)
         if args.task and cfg.task != args.task:
             raise UsageError(f"--task {args.task} but {args.config} configures {cfg.task}")

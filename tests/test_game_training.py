@@ -1,7 +1,7 @@
 """The trainer on the other games (issues 5 and 6): Wordle and OpenSpiel through ``gamerl train``.
 
 * OpenSpiel's compact feedback keeps every game of the curriculum inside the tiny model's window;
-* the committed JSON configuration (LoRA, curriculum, failure replay, tensorboard log) trains,
+* the wizard's OpenSpiel JSON files (LoRA, curriculum, failure replay, tensorboard log) train,
   saves adapters with the curriculum and replay state, resumes, and ``gamerl evaluate`` prints
   the win / draw / loss table with intervals and the random and MCTS reference rows;
 * ``gamerl train --task wordle`` runs and its sample table shows the answer, guesses and marks;
@@ -25,14 +25,15 @@ from gamerl.config import get_config
 from gamerl.core.evaluate import eval_instances, local_env_factory
 from gamerl.games import get_task
 from gamerl.games.openspiel import openspiel_feedback
-from gamerl.config.jsonconfig import load_run_config
+from gamerl.config.configure import default_config
+from gamerl.config.jsonconfig import load_run_config, write_run_config
 from gamerl.models import load_tokenizer
 from gamerl.core.rollout import RolloutConfig, ScriptedPolicy, rollout
 from gamerl.core.trainer import Trainer
 from tasks.openspiel import GAMES
 
 # pytest (prepend import mode) puts tests/ on sys.path
-from conftest import REPO, run_gamerl, train_and_compare
+from conftest import run_gamerl, train_and_compare
 
 
 def cli(*args, timeout=600):
@@ -112,9 +113,12 @@ def test_every_curriculum_game_fits_the_tiny_window(tiny_dir):
 
 @pytest.fixture(scope="module")
 def openspiel_run(tiny_dir, tmp_path_factory):
-    """The committed config/train_config.json + env_config.json (LoRA, curriculum, replay),
-    on a budget: 2 epochs of 8 games, 4 held-out games per game."""
-    cfg, url = load_run_config(REPO / "config" / "train_config.json")
+    """The OpenSpiel train_config.json + env_config.json that `python -m gamerl configure --task
+    openspiel --defaults` writes (LoRA, curriculum, replay), on a budget: 2 epochs of 8 games, 4
+    held-out games per game."""
+    train_path, _ = write_run_config(default_config("tiny", "openspiel"),
+                                     tmp_path_factory.mktemp("openspiel_config"))
+    cfg, url = load_run_config(train_path)
     assert url is None and cfg.lora and cfg.curriculum and cfg.replay_fraction == 0.3
     cfg = cfg.replace(model=str(tiny_dir), epochs=2, episodes_per_epoch=8, eval_episodes=4,
                       warmstart_steps=5, warmstart_examples=16, minibatch_size=4, ppo_epochs=1,

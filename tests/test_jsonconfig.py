@@ -1,29 +1,33 @@
-"""gamerl.config.jsonconfig and gamerl.config.configure: the committed config/*.json load into the
-intended TrainConfig, unknown keys and bad values are errors naming file and key, config_to_json is
-the exact inverse of load_run_config, http execution returns the URL, the wizard (scripted answers,
-a bad game name re-asked) writes files that load, and ``--defaults`` reproduces the committed
-files byte for byte. No model is loaded."""
+"""gamerl.config.jsonconfig and gamerl.config.configure: the committed config/*.json (the
+Password Game, preset tiny) load into the intended TrainConfig, the written file's sections and
+keys are TrainConfig's own, unknown keys and bad values are errors naming file, section and key,
+config_to_json is the exact inverse of load_run_config, a file in the old shape loads as its
+rewrite with a one-line notice, http execution returns the URL, the wizard (scripted answers, a
+bad game name re-asked) writes files that load, and ``--defaults`` reproduces the committed files
+byte for byte. No model is loaded."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
 from pathlib import Path
 
 import pytest
 
 from gamerl.config import get_config
-from gamerl.config.train_config import setting_fields
+from gamerl.config.train_config import SETTING_SECTION, setting_fields
 from gamerl.config.configure import WizardCancelled, configure_main, default_config, run_wizard
 from gamerl.games.openspiel import default_curriculum_stages
-from gamerl.games.openspiel import OPENSPIEL_ENV_KEYS
-from gamerl.config.jsonconfig import (NOT_IN_TRAIN_FILE, SECTIONS, TOP_LEVEL, config_to_json, dumps,
-                               load_run_config, write_run_config)
+from gamerl.config.jsonconfig import (FILE_SECTIONS, NOT_IN_TRAIN_FILE, TOP_LEVEL, config_to_json,
+                                      dumps, load_run_config, write_run_config)
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ROOT / "config" / "train_config.json"
 ENV = ROOT / "config" / "env_config.json"
+# the committed OpenSpiel files of the old shape (model, lora, ppo, generation, training, ...)
+LEGACY_TRAIN = ROOT / "tests" / "data" / "legacy_config" / "train_config.json"
 
 
 def _write(tmp_path: Path, train: dict, env: dict | None = None) -> Path:
@@ -37,55 +41,66 @@ def _committed() -> tuple[dict, dict]:
     return json.loads(TRAIN.read_text()), json.loads(ENV.read_text())
 
 
+def _openspiel() -> tuple[dict, dict]:
+    """The wizard's OpenSpiel files (``configure --task openspiel --defaults``)."""
+    return config_to_json(default_config("tiny", "openspiel"))
+
+
 # ----------------------------------------------------------------------------- the committed files
 
 def test_committed_files_load():
     cfg, url = load_run_config(TRAIN)  # env_config.json next to it is found
     assert url is None
-    assert cfg.task == "openspiel" and cfg.model == "tiny" and cfg.preset == "tiny"
-    assert cfg.lora and cfg.lora_rank == 8 and not cfg.load_in_4bit
-    assert cfg.curriculum == "default" and cfg.curriculum_window == 64
-    assert (cfg.replay_fraction, cfg.replay_capacity) == (0.3, 1000)
-    assert cfg.max_new_tokens == 8
-    assert cfg.task_config["games"] == default_curriculum_stages()[0]["games"]
-    assert set(cfg.task_config) <= set(OPENSPIEL_ENV_KEYS)
-    assert cfg == default_config()
+    assert cfg.task == "password_game" and cfg.model == "tiny" and cfg.preset == "tiny"
+    assert not cfg.lora and cfg.curriculum is None and cfg.replay_fraction == 0.0
+    assert cfg == default_config() == get_config("tiny")
 
 
-def test_every_field_is_mapped_once():
-    mapped = [f for m in SECTIONS.values() for f in m.values()] + list(TOP_LEVEL.values())
-    assert len(mapped) == len(set(mapped))
-    assert set(mapped) | set(NOT_IN_TRAIN_FILE) == set(setting_fields())
-    assert not set(mapped) & set(NOT_IN_TRAIN_FILE)
+def test_every_setting_is_in_one_place():
+    written = [k for keys in FILE_SECTIONS.values() for k in keys] + list(TOP_LEVEL)
+    assert len(written) == len(set(written))
+    assert set(written) | set(NOT_IN_TRAIN_FILE) == set(setting_fields())
+    assert not set(written) & set(NOT_IN_TRAIN_FILE)
+
+
+@pytest.mark.parametrize("task", ("password_game", "wordle", "openspiel"))
+def test_written_sections_and_keys_are_trainconfigs(task):
+    """Each section of the written file is a TrainConfig section, each key one of its settings
+    under its own name (SETTING_SECTION), and every setting the file holds is there."""
+    train, _ = config_to_json(default_config("tiny", task))
+    assert list(train) == ["_comment", "preset", *FILE_SECTIONS]
+    written = {key: section for section in FILE_SECTIONS for key in train[section]
+               if key != "_comment"}
+    assert all(SETTING_SECTION[key] == section for key, section in written.items())
+    assert set(written) == set(SETTING_SECTION) - set(NOT_IN_TRAIN_FILE) - set(TOP_LEVEL)
 
 
 def test_sections_and_comments():
     train, env = _committed()
-    assert list(train) == ["_comment", "preset", "output_dir", *SECTIONS]
-    assert all("_comment" in train[s] for s in SECTIONS)
-    assert "Qwen/Qwen3-0.6B" in " ".join(train["model"]["_comment"])
-    assert "use_4bit" in " ".join(train["model"]["_comment"])
-    assert env["task"] == "openspiel" and env["execution"] == "local_openspiel"
+    assert all("_comment" in train[s] for s in FILE_SECTIONS)
+    assert "Qwen/Qwen3-0.6B" in " ".join(train["network"]["_comment"])
+    assert "load_in_4bit" in " ".join(train["network"]["_comment"])
+    assert env["task"] == "password_game" and env["execution"] == "local_password_game"
 
 
 # ----------------------------------------------------------------------------- errors
 
-def test_unknown_key_names_file_key_and_known_keys(tmp_path):
+def test_unknown_key_names_file_section_key_and_known_keys(tmp_path):
     train, env = _committed()
-    train["ppo"]["learnig_rate"] = 1e-3
+    train["optim"]["learnig_rate"] = 1e-3
     path = _write(tmp_path, train, env)
     with pytest.raises(ValueError) as e:
         load_run_config(path)
     msg = str(e.value)
-    assert str(path) in msg and "ppo" in msg and "'learnig_rate'" in msg
-    assert "learning_rate" in msg and "batch_size" in msg  # the known keys
+    assert str(path) in msg and "optim" in msg and "'learnig_rate'" in msg
+    assert "lr" in msg and "minibatch_size" in msg  # the known keys
 
 
 def test_unknown_section_and_env_key(tmp_path):
-    train, env = _committed()
+    train, env = _openspiel()
     path = _write(tmp_path, {**train, "optimizer": {}}, env)
     with pytest.raises(ValueError, match=r"unknown key 'optimizer'.*known keys: preset, "
-                                         r"output_dir, model, lora, ppo"):
+                                         r"network, adapters, game, sampling"):
         load_run_config(path)
     path = _write(tmp_path, train, {**env, "opponnent": "mcts"})
     with pytest.raises(ValueError, match=r"env_config\.json: unknown key 'opponnent'.*opponent"):
@@ -95,30 +110,33 @@ def test_unknown_section_and_env_key(tmp_path):
         load_run_config(path)
 
 
-def test_a_removed_setting_is_dropped_when_off_and_refused_when_on(tmp_path):
+@pytest.mark.parametrize("shape,section", [("new", "sft"), ("old", "training")])
+def test_a_removed_setting_is_dropped_when_off_and_refused_when_on(tmp_path, shape, section):
     """A file written before settings were removed (removed.REMOVED_SETTINGS) loads where
     they are off; one that turns one on is refused in one line naming the git tag to run it
     from."""
-    train, env = _committed()
-    train["training"].update(warmstart_kl_coef=0.0, warmstart_rft_rounds=0,
-                             warmstart_rft_keep=0.5)  # keep: only with rounds on
-    path = _write(tmp_path, train, env)
-    assert load_run_config(path)[0] == load_run_config(TRAIN)[0]
-    train["training"]["warmstart_rft_rounds"] = 1
-    path = _write(tmp_path, train, env)
-    with pytest.raises(ValueError, match=r"training sets warmstart_rft_rounds=1, "
+    path = TRAIN if shape == "new" else LEGACY_TRAIN
+    train, env = json.loads(path.read_text()), json.loads((path.parent / "env_config.json")
+                                                         .read_text())
+    train[section].update(warmstart_kl_coef=0.0, warmstart_rft_rounds=0,
+                          warmstart_rft_keep=0.5)  # keep: only with rounds on
+    assert load_run_config(_write(tmp_path, train, env))[0] == load_run_config(path)[0]
+    train[section]["warmstart_rft_rounds"] = 1
+    with pytest.raises(ValueError, match=rf"{section} sets warmstart_rft_rounds=1, "
                                          r"warmstart_rft_keep=0\.5.*experiments-2026-12"):
-        load_run_config(path)
+        load_run_config(_write(tmp_path, train, env))
 
 
 @pytest.mark.parametrize("section,key,value,match", [
-    ("training", "epochs", "ten", r"training\.epochs: expected an integer"),
-    ("lora", "enabled", "yes", r"lora\.enabled: expected true or false"),
-    ("ppo", "advantage_estimator", "ppo", r"ppo\.advantage_estimator: expected one of"),
-    ("logging", "wandb_mode", "off", r"logging\.wandb_mode"),
-    ("training", "episodes_per_epoch", 1, r"episodes_per_epoch must be >= 2"),
-    ("replay", "fraction", 1.5, r"replay\.fraction: must be in \[0, 1\)"),
-    ("curriculum", "stages", [{"name": "a", "games": ["chess"]}], r"curriculum\.stages:.*chess"),
+    ("schedule", "epochs", "ten", r"schedule\.epochs: expected an integer"),
+    ("adapters", "lora", "yes", r"adapters\.lora: expected true or false"),
+    ("advantage", "advantage_estimator", "ppo", r"advantage\.advantage_estimator: expected one of"),
+    ("output", "wandb_mode", "off", r"output\.wandb_mode"),
+    ("schedule", "episodes_per_epoch", 1, r"episodes_per_epoch must be >= 2"),
+    ("instances", "replay_fraction", 1.5, r"replay_fraction must be in \[0, 1\)"),
+    ("instances", "curriculum", [{"name": "a", "games": ["chess"]}],
+     r"instances\.curriculum:.*chess"),
+    ("instances", "curriculum", "hard", r"instances\.curriculum: curriculum must be 'default'"),
 ])
 def test_bad_values(tmp_path, section, key, value, match):
     train, env = _committed()
@@ -135,7 +153,7 @@ def test_bad_values(tmp_path, section, key, value, match):
     ("illegal_move_policy", "skip", r"illegal_move_policy"),
 ])
 def test_bad_env_values(tmp_path, key, value, match):
-    train, env = _committed()
+    train, env = _openspiel()
     env[key] = value
     with pytest.raises(ValueError, match=match):
         load_run_config(_write(tmp_path, train, env))
@@ -143,7 +161,7 @@ def test_bad_env_values(tmp_path, key, value, match):
 
 def test_invalid_json_names_the_file(tmp_path):
     path = tmp_path / "train_config.json"
-    path.write_text('{"model": {"model_name": "tiny", // a comment\n}}')
+    path.write_text('{"network": {"model": "tiny", // a comment\n}}')
     with pytest.raises(ValueError, match=r"train_config\.json: not valid JSON.*line 1"):
         load_run_config(path)
 
@@ -165,35 +183,31 @@ def test_round_trip_changed_config(tmp_path):
         advantage_estimator="grpo", group_size=5, episodes_per_epoch=40, max_new_tokens=16,
         system_prompt="Play well.", curriculum=stages, curriculum_window=16,
         replay_fraction=0.0, replay_capacity=50, wandb_mode="disabled", out_dir="runs/x",
-        dtype="bfloat16", eval_every=2, warmstart=False,
+        dtype="bfloat16", eval_every=2, warmstart=False, warmstart_extra_prob=0.25,
         task_config={"games": ["hex", "othello"], "opponent": "mcts", "mcts_simulations": 20,
                      "model_seat": 1, "reward": {"scale": 2.0}})
     train_path, env_path = write_run_config(cfg, tmp_path / "cfg")
     back, url = load_run_config(train_path)  # base from the file's preset
     assert back == cfg and url is None
     train, _ = config_to_json(cfg)
-    assert train["replay"] == {**train["replay"], "enabled": False, "fraction": 0.3}
+    assert train["instances"]["curriculum"] == stages
+    assert train["instances"]["replay_fraction"] == 0.0
     # a different base does not matter for the keys the file holds
     back2, _ = load_run_config(train_path, env_path, base=get_config("tiny", task="openspiel"))
     assert {k: v for k, v in back2.settings().items() if k not in NOT_IN_TRAIN_FILE} == {
         k: v for k, v in cfg.settings().items() if k not in NOT_IN_TRAIN_FILE}
-    # switching replay back on keeps the written fraction
-    data = json.loads(train_path.read_text())
-    data["replay"]["enabled"] = True
-    train_path.write_text(json.dumps(data))
-    assert load_run_config(train_path)[0].replay_fraction == 0.3
 
 
 def test_partial_file_and_overrides(tmp_path):
-    path = _write(tmp_path, {"training": {"epochs": 2}, "lora": {"enabled": False}})
-    cfg, url = load_run_config(path, overrides={"seed": 7})  # no env file: the base's task
-    base = get_config("tiny", task="openspiel")
-    assert cfg == base.replace(epochs=2, lora=False, seed=7) and url is None
-    assert cfg.task == "openspiel" and cfg.task_config == base.task_config
+    path = _write(tmp_path, {"schedule": {"epochs": 2}, "adapters": {"lora": True}})
+    cfg, url = load_run_config(path, overrides={"seed": 7})  # no env file: the Password Game
+    assert cfg == get_config("tiny").replace(epochs=2, lora=True, seed=7) and url is None
+    cfg, _ = load_run_config(path, base=get_config("tiny", task="openspiel"))  # or the base's
+    assert cfg == get_config("tiny", task="openspiel").replace(epochs=2, lora=True)
 
 
 def test_http_execution_returns_url(tmp_path):
-    train, env = _committed()
+    train, env = _openspiel()
     env.update(execution="http", base_url="http://127.0.0.1:8002")
     cfg, url = load_run_config(_write(tmp_path, train, env))
     assert url == "http://127.0.0.1:8002"
@@ -201,6 +215,52 @@ def test_http_execution_returns_url(tmp_path):
     assert config_to_json(cfg, url)[1] == env
     del env["base_url"]
     with pytest.raises(ValueError, match="needs a base_url"):
+        load_run_config(_write(tmp_path, train, env))
+
+
+# ----------------------------------------------------------------------------- the old shape
+
+def test_an_old_shape_file_loads_as_its_rewrite_with_a_one_line_notice(tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger="gamerl"):
+        old, url = load_run_config(LEGACY_TRAIN)
+    notices = [r.getMessage() for r in caplog.records]
+    assert len(notices) == 1 and "\n" not in notices[0], notices
+    assert notices[0].startswith(f"{LEGACY_TRAIN} uses the old key names (model_name, use_4bit")
+    assert "docs/reference.md" in notices[0] and "python -m gamerl configure" in notices[0]
+    assert url is None and old == default_config("tiny", "openspiel")  # what wrote it
+    caplog.clear()
+    train_path, _ = write_run_config(old, tmp_path)
+    with caplog.at_level(logging.INFO, logger="gamerl"):
+        assert load_run_config(train_path) == (old, None)
+    assert not caplog.records
+
+
+def test_the_old_shapes_switches_and_defaults(tmp_path):
+    """curriculum.enabled/stages and replay.enabled/fraction are one setting each; an old file
+    without env_config.json is OpenSpiel's (the only game it was written for)."""
+    path = _write(tmp_path, {"curriculum": {"enabled": False, "stages": None, "window": 32},
+                             "replay": {"enabled": False, "fraction": 0.3},
+                             "ppo": {"learning_rate": 0.001}})
+    cfg, _ = load_run_config(path)
+    assert cfg == get_config("tiny", task="openspiel").replace(curriculum_window=32, lr=1e-3)
+    path = _write(tmp_path, {"curriculum": {"enabled": True}, "replay": {"fraction": 0.2}})
+    cfg, _ = load_run_config(path)
+    assert (cfg.curriculum, cfg.replay_fraction) == ("default", 0.2)
+
+
+@pytest.mark.parametrize("section,key,value,match", [
+    ("training", "epoch", 3, r"training: unknown key 'epoch'.*known keys: epochs"),
+    ("training", "epochs", "ten", r"training\.epochs: expected an integer"),
+    ("lora", "enabled", "yes", r"lora\.enabled: expected true or false"),
+    ("curriculum", "enabled", "yes", r"curriculum\.enabled: expected true or false"),
+    ("curriculum", "stages", [{"name": "a", "games": ["chess"]}], r"curriculum\.stages:.*chess"),
+    ("replay", "fraction", 1.5, r"replay_fraction must be in \[0, 1\)"),
+])
+def test_an_old_shape_file_is_checked_as_strictly(tmp_path, section, key, value, match):
+    train = json.loads(LEGACY_TRAIN.read_text())
+    train[section][key] = value
+    env = json.loads((LEGACY_TRAIN.parent / "env_config.json").read_text())
+    with pytest.raises(ValueError, match=match):
         load_run_config(_write(tmp_path, train, env))
 
 
@@ -222,7 +282,7 @@ class Script:
 def test_wizard_scripted(tmp_path):
     said: list[str] = []
     ask = Script([
-        "",                               # game [openspiel]
+        "openspiel",                      # game [password_game]
         "",                               # model [tiny]
         "yes", "4",                       # LoRA, rank 4
         "tic_tac_toe, chess",             # a bad game: re-asked
@@ -241,7 +301,7 @@ def test_wizard_scripted(tmp_path):
     assert any("no CUDA GPU" in s for s in said)
     assert any("--config" in s and str(train_path) in s for s in said)
     assert [p for p in ask.prompts if p.startswith("Games")].__len__() == 2
-    assert ask.prompts[0].startswith("Game") and "[openspiel]" in ask.prompts[0]
+    assert ask.prompts[0].startswith("Game") and "[password_game]" in ask.prompts[0]
     assert ask.prompts[1].startswith("Model") and "[tiny]" in ask.prompts[1]
     cfg, url = load_run_config(train_path)
     assert url is None and env_path == train_path.parent / "env_config.json"
@@ -266,17 +326,17 @@ def test_wizard_confirms_overwrite(tmp_path):
     shutil.copy(TRAIN, tmp_path / "train_config.json")
     (tmp_path / "env_config.json").write_text("{}\n")
     # decline, then no other directory: nothing written
-    ask = Script([""] * 12 + ["no", ""])
+    ask = Script([""] * 11 + ["no", ""])
     with pytest.raises(WizardCancelled):
         run_wizard(ask=ask, say=lambda s: None, out_dir=tmp_path, cuda=False)
     assert "Overwrite?" in ask.prompts[-2] and "env_config.json" in ask.prompts[-2]
     assert (tmp_path / "env_config.json").read_text() == "{}\n"
     # decline, write elsewhere
-    ask = Script([""] * 12 + ["n", str(tmp_path / "other")])
+    ask = Script([""] * 11 + ["n", str(tmp_path / "other")])
     train_path, _ = run_wizard(ask=ask, say=lambda s: None, out_dir=tmp_path, cuda=False)
     assert train_path == tmp_path / "other" / "train_config.json"
     # accept
-    ask = Script([""] * 12 + ["y"])
+    ask = Script([""] * 11 + ["y"])
     run_wizard(ask=ask, say=lambda s: None, out_dir=tmp_path, cuda=False)
     assert (tmp_path / "env_config.json").read_text() == ENV.read_text()
 
@@ -289,7 +349,7 @@ def test_defaults_match_committed_files(tmp_path, capsys, monkeypatch):
     assert configure_main(["--out", str(tmp_path), "--defaults"]) == 0
     assert (tmp_path / "train_config.json").read_text() == TRAIN.read_text()
     assert (tmp_path / "env_config.json").read_text() == ENV.read_text()
-    assert "python -m gamerl train --task openspiel --config" in capsys.readouterr().out
+    assert "python -m gamerl train --task password_game --config" in capsys.readouterr().out
     # --defaults never overwrites other content without --force
     (tmp_path / "env_config.json").write_text("{}\n")
     assert configure_main(["--out", str(tmp_path), "--defaults"]) == 1
@@ -329,7 +389,7 @@ def test_password_game_env_holds_its_rules_and_reward(tmp_path):
                              "episode_bonus": 10.0, "bonus_min_rules": 5, "mode": "absolute"}
     train, _ = config_to_json(cfg)
     assert "--task password_game" in " ".join(train["_comment"])
-    assert "OpenSpiel" not in train["generation"]["_comment"]
+    assert "OpenSpiel" not in " ".join(train["sampling"]["_comment"])
 
 
 @pytest.mark.parametrize("task,key,value,match", [
@@ -350,14 +410,14 @@ def test_bad_env_values_of_every_game(tmp_path, task, key, value, match):
 
 
 def test_env_without_task_is_openspiel_and_preset_follows_the_env_task(tmp_path):
-    train, env = _committed()
+    train, env = _openspiel()
     del env["task"]  # a file written before every game could be configured
-    assert load_run_config(_write(tmp_path, train, env))[0] == default_config()
-    # `train --preset tiny --config ...` builds the openspiel base; a Wordle env file makes it
-    # the tiny preset of Wordle (keys the file leaves out come from there)
+    assert load_run_config(_write(tmp_path, train, env))[0] == default_config("tiny", "openspiel")
+    # `train --preset tiny --config ...` builds the Password Game's base; a Wordle env file makes
+    # it the tiny preset of Wordle (keys the file leaves out come from there)
     _, env = config_to_json(default_config("tiny", "wordle"))
-    path = _write(tmp_path, {"training": {"epochs": 2}}, env)
-    cfg, _ = load_run_config(path, base=get_config("tiny", task="openspiel"))
+    path = _write(tmp_path, {"schedule": {"epochs": 2}}, env)
+    cfg, _ = load_run_config(path, base=get_config("tiny"))
     assert cfg == get_config("tiny", task="wordle").replace(epochs=2,
                                                            task_config=env_task_config(env))
 

@@ -15,9 +15,9 @@ building the TrainConfig with it (a bad answer is explained and the question ask
 existing files are only overwritten after a yes (``--force`` with ``--defaults``).
 
 Defaults per game (``default_config(model, task)``): the ``tiny`` preset for that game (for
-``password_game`` and ``wordle`` exactly the preset the docs measure). OpenSpiel's, the
-committed config/*.json, add LoRA (rank 8), the default curriculum, failure replay 0.3 and the
-easy stage's games (tests/test_jsonconfig.py checks they never drift apart).
+``password_game``, the committed config/*.json, and ``wordle`` exactly the preset the docs
+measure; tests/test_jsonconfig.py checks the committed files never drift from them). OpenSpiel's
+add LoRA (rank 8), the default curriculum, failure replay 0.3 and the easy stage's games.
 
 For gamerl/cli.py: ``add_arguments(parser)`` adds ``--out``, ``--task``, ``--defaults`` and
 ``--force`` to a (sub)parser, and ``configure_main(args)`` takes that namespace or an argv list.
@@ -41,7 +41,7 @@ Ask = Callable[[str], str]
 Say = Callable[[str], Any]
 
 DEFAULT_OUT = "config"
-DEFAULT_TASK = "openspiel"  # the committed config/*.json
+DEFAULT_TASK = "password_game"  # the committed config/*.json
 MAX_ATTEMPTS = 20  # a scripted or broken input that keeps failing stops instead of looping
 QWEN = "Qwen/Qwen3-0.6B"
 YES, NO = ("y", "yes", "true", "1", "on"), ("n", "no", "false", "0", "off")
@@ -74,8 +74,8 @@ def _game_question() -> str:
 def default_config(model: str = "tiny", task: str = DEFAULT_TASK) -> TrainConfig:
     """The wizard's defaults for ``task``: the preset for ``model`` (``tiny``; anything else:
     ``qwen3-0.6b`` with that model), then the game's own (``WizardQuestions.defaults`` in its
-    module). The Password Game: the preset as it is. Wordle: the preset with its settings written
-    out. OpenSpiel (the committed config/*.json for ``tiny``): LoRA (rank 8 for tiny, 16
+    module). The Password Game (the committed config/*.json for ``tiny``): the preset as it is.
+    Wordle: the preset with its settings written out. OpenSpiel: LoRA (rank 8 for tiny, 16
     otherwise; alpha 2 x rank), the default curriculum, failure replay 0.3 of 1000, 8 new tokens
     per move and the easy stage's games against the random bot. A game without env_config.json
     keys is a ValueError."""
@@ -167,7 +167,7 @@ def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = D
     ``say(text)`` (``print``) make it scriptable. ``accept_defaults``: no questions at all.
     ``overwrite``: None asks before replacing existing files that differ (refuses with
     ``accept_defaults``); True / False decide without asking. ``cuda``: None detects it
-    (``torch.cuda.is_available()``). ``task``: the game (None: asked, default openspiel).
+    (``torch.cuda.is_available()``). ``task``: the game (None: asked, default password_game).
     Returns the two paths written.
     """
     cuda = _cuda_available() if cuda is None else cuda
@@ -215,7 +215,7 @@ def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = D
     # -- 4-bit weights
     if not cuda:
         say("  no CUDA GPU found (torch.cuda.is_available() is False): 4-bit loading "
-            "(QLoRA, bitsandbytes) needs one, so use_4bit stays off"
+            "(QLoRA, bitsandbytes) needs one, so load_in_4bit stays off"
             + ("; the tiny model runs on the CPU anyway." if model == "tiny" else
                "; a real-size model on the CPU is only good for a smoke test."))
     else:
@@ -293,7 +293,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help=f"the game (default: asked; with --defaults {DEFAULT_TASK}, the "
                              "committed files)")
     parser.add_argument("--defaults", action="store_true",
-                        help="ask nothing: write the defaults (the committed config/*.json)")
+                        help="ask nothing: write the game's defaults (the Password Game's are "
+                             "the committed config/*.json)")
     parser.add_argument("--force", action="store_true",
                         help="overwrite existing files without asking")
     return parser

@@ -1,5 +1,5 @@
-"""A run as two JSON files, in the seed guide's shape: ``train_config.json`` (the trainer, in
-sections) and ``env_config.json`` (the game and its settings: gamerl/config/envconfig.py).
+"""A run as two JSON files: ``train_config.json`` (the trainer's settings) and ``env_config.json``
+(the game and its settings: gamerl/config/envconfig.py).
 
     python -m gamerl configure                        # the wizard writes config/*.json
     python -m gamerl train --config config/train_config.json        # + config/env_config.json
@@ -8,250 +8,198 @@ sections) and ``env_config.json`` (the game and its settings: gamerl/config/envc
     train, env = config_to_json(cfg, env_url)                          # the inverse
     write_run_config(cfg, "config", env_url)                           # -> (train path, env path)
 
-Every key maps to one ``TrainConfig`` field (gamerl/config/train_config.py says what each does). A
-key may be left out: its field keeps the base config's value (the file's ``preset``, default
-``tiny``, for env_config.json's ``task``, default ``openspiel``; or the ``base`` argument). An
-unknown key or section, or a value of the wrong type, is an error naming the file, the key and the
-known keys: nothing is silently ignored. JSON has no comments, so every object (the top level, each
-section, ``reward``) may hold a ``"_comment"`` (a string or a list of strings), which is ignored.
+train_config.json uses TrainConfig's own names (gamerl/config/train_config.py; docs/reference.md
+lists every setting with its section): a top-level ``"preset"``, then one object per TrainConfig
+section holding its settings under their own names (``FILE_SECTIONS``)::
 
-train_config.json
-=================
+    {"preset": "tiny", "optim": {"lr": 0.0003, "minibatch_size": 4},
+     "instances": {"curriculum": "default", "replay_fraction": 0.3}}
 
-============  ==========================  ==============================================
-section       key                         TrainConfig field
-============  ==========================  ==============================================
-(top level)   preset                      preset (``tiny`` | ``qwen3-0.6b``: also the base
-                                          for keys left out, unless ``base`` is given)
-(top level)   output_dir                  out_dir (null: checkpoints/<preset>-<time>)
-model         model_name                  model (``tiny``, a hub id, a directory)
-model         use_4bit                    load_in_4bit (QLoRA: CUDA + bitsandbytes + LoRA)
-model         device, dtype,              device, dtype, attn_implementation,
-              attn_implementation,        gradient_checkpointing, trainable_layers,
-              gradient_checkpointing,     share_prefix
-              trainable_layers,
-              share_prefix
-lora          enabled                     lora
-lora          r                           lora_rank
-lora          lora_alpha, lora_dropout    lora_alpha, lora_dropout
-lora          target_modules              lora_target_modules (null: every projection)
-ppo           learning_rate               lr
-ppo           batch_size                  minibatch_size (episodes per optimizer step)
-ppo           value_head_lr, weight_decay, adam_eps, ppo_epochs, micro_batch_size,
-              clip_range, value_clip_range, vf_coef, entropy_coef, max_grad_norm, gamma,
-              lam, discount_per, whiten_advantages, kl_coef, kl_estimator, kl_in_reward,
-              advantage_estimator, group_size, reward_scale,
-              score_batch_size                         the field of the same name
-generation    max_new_tokens, temperature, top_p, top_k, eval_temperature, eval_top_p,
-              eval_top_k, eval_greedy, max_context_tokens, feedback,
-              system_prompt, cuda_graphs               the field of the same name
-training      epochs, episodes_per_epoch, max_steps, seed, train_seed_start,
-              train_seed_count, eval_seed_start, eval_episodes, val_seed_start,
-              val_episodes, eval_batch_size, save_every, eval_every,
-              warmstart, warmstart_examples, warmstart_steps, warmstart_batch_size,
-              warmstart_lr, warmstart_checkpoint_seconds,
-              warmstart_all_layers                     the field of the same name
-curriculum    enabled, stages             curriculum: enabled false -> None; stages null
-                                          (or "default") -> "default"; else the list of
-                                          stage dicts {"name", "games", "opponent",
-                                          "threshold"}
-curriculum    window                      curriculum_window
-replay        enabled, fraction           replay_fraction: fraction if enabled, else 0
-                                          (fraction is kept while disabled, for switching on)
-replay        capacity                    replay_capacity
-logging       wandb_mode, wandb_project,  the field of the same name (wandb_mode
-              progress                    "disabled": tensorboard + JSONL log instead)
-============  ==========================  ==============================================
+Every setting is there but env_config.json's (``task``, ``task_config``, the ``password_game``
+section) and ``progress`` (how a process shows a run, not what it is): ``NOT_IN_TRAIN_FILE``. A
+key left out keeps the base's value (the file's ``preset``, default ``tiny``, for env_config.json's
+task; or the ``base`` argument). An unknown section or key, or a value of the wrong type, is an
+error naming the file, the section and the key, with the known keys. ``instances.curriculum`` is
+null (off), ``"default"`` (the game's stages) or a list of stage objects ``{"name", "games",
+"opponent", "threshold"}``, checked against the game's names. JSON has no comments: every object
+may hold a ``"_comment"`` (a string or a list of strings), which is ignored.
 
-Not in the file: ``task`` and ``task_config``, and the Password Game's num_rules,
-reward_per_rule, length_penalty, episode_bonus, bonus_min_rules and reward_mode (all from
-env_config.json: gamerl/config/envconfig.py says which keys each game has), and warmstart_extra_prob
-and warmstart_demos (the base's values).
-
-A key of a setting removed on 2026-12-07 (``removed.REMOVED_SETTINGS``) is dropped where it
-holds the value that left it off, and refused in one line, naming the git tag that still runs it,
-where it does not.
+A file in the old shape (sections ``model``, ``lora``, ``generation``, ``training``,
+``curriculum``, ``replay``, ``logging``; keys ``model_name``, ``learning_rate``, ...) still loads,
+with a one-line notice, through ``LEGACY``. A key of a setting removed on 2026-12-07
+(``removed.REMOVED_SETTINGS``) is dropped where it holds the value that left it off, and refused in
+one line, naming the git tag that still runs it, where it does not.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from .presets import PRESETS
 from .removed import REMOVED_SETTINGS, refuse_removed
-from .train_config import TrainConfig, get_config
+from .train_config import PRESENTATION_FIELDS, SECTIONS, GameSettings, TrainConfig, get_config
 from .envconfig import ENV_FILE, LEGACY_TASK, config_files, env_to_json, read_env
-from .jsonchecks import COMMENT, PathLike, check_keys, field_value, read_json
+from .jsonchecks import COMMENT, PathLike, check_keys, field_value, read_json, without_comment
 
+log = logging.getLogger("gamerl")
 TRAIN_FILE = "train_config.json"
-DEFAULT_REPLAY_FRACTION = 0.3  # written for a disabled replay, so switching it on just works
-
-# section -> {json key: TrainConfig field}; the special keys (curriculum.enabled/stages,
-# replay.enabled/fraction) are handled by hand and listed in SPECIAL_KEYS.
-SECTIONS: dict[str, dict[str, str]] = {
-    "model": {"model_name": "model", "use_4bit": "load_in_4bit", "device": "device",
-              "dtype": "dtype", "attn_implementation": "attn_implementation",
-              "gradient_checkpointing": "gradient_checkpointing",
-              "trainable_layers": "trainable_layers", "share_prefix": "share_prefix"},
-    "lora": {"enabled": "lora", "r": "lora_rank", "lora_alpha": "lora_alpha",
-             "lora_dropout": "lora_dropout", "target_modules": "lora_target_modules"},
-    "ppo": {"learning_rate": "lr", "value_head_lr": "value_head_lr",
-            "weight_decay": "weight_decay", "adam_eps": "adam_eps", "ppo_epochs": "ppo_epochs",
-            "batch_size": "minibatch_size", "micro_batch_size": "micro_batch_size",
-            "clip_range": "clip_range", "value_clip_range": "value_clip_range",
-            "vf_coef": "vf_coef", "entropy_coef": "entropy_coef",
-            "max_grad_norm": "max_grad_norm", "gamma": "gamma", "lam": "lam",
-            "discount_per": "discount_per", "whiten_advantages": "whiten_advantages",
-            "kl_coef": "kl_coef", "kl_estimator": "kl_estimator",
-            "kl_in_reward": "kl_in_reward", "advantage_estimator": "advantage_estimator",
-            "group_size": "group_size", "reward_scale": "reward_scale",
-            "score_batch_size": "score_batch_size"},
-    "generation": {k: k for k in ("max_new_tokens", "temperature", "top_p", "top_k",
-                                  "eval_temperature", "eval_top_p", "eval_top_k", "eval_greedy",
-                                  "max_context_tokens", "feedback", "system_prompt",
-                                  "cuda_graphs")},
-    "training": {k: k for k in ("epochs", "episodes_per_epoch", "max_steps", "seed",
-                                "train_seed_start", "train_seed_count", "eval_seed_start",
-                                "eval_episodes", "val_seed_start", "val_episodes",
-                                "eval_batch_size", "save_every", "eval_every",
-                                "warmstart",
-                                "warmstart_examples", "warmstart_steps",
-                                "warmstart_batch_size", "warmstart_lr",
-                                "warmstart_checkpoint_seconds", "warmstart_all_layers")},
-    "curriculum": {"window": "curriculum_window"},
-    "replay": {"capacity": "replay_capacity"},
-    "logging": {k: k for k in ("wandb_mode", "wandb_project", "progress")},
+TOP_LEVEL = ("preset",)  # the base of the keys left out, so ahead of the sections
+# TrainConfig settings that train_config.json does not hold: env_config.json's, and how a process
+# shows a run (PRESENTATION_FIELDS: its command line's)
+NOT_IN_TRAIN_FILE = ("task", "task_config", *(f.name for f in fields(SECTIONS["password_game"])),
+                     *PRESENTATION_FIELDS)
+# the file's sections -> their keys: TrainConfig's, in its order
+FILE_SECTIONS: dict[str, tuple[str, ...]] = {
+    section: keys for section, cls in SECTIONS.items()
+    if (keys := tuple(f.name for f in fields(cls)
+                      if f.name not in NOT_IN_TRAIN_FILE and f.name not in TOP_LEVEL))}
+# a shape: section -> {key: setting}, "" the top level
+NEW: dict[str, dict[str, str]] = {"": {k: k for k in TOP_LEVEL},
+                                  **{s: {k: k for k in keys} for s, keys in FILE_SECTIONS.items()}}
+# The old shape, read only: its sections and keys, "key=setting" where the names differ.
+# curriculum.enabled/stages and replay.enabled/fraction are one setting each (_legacy_switch).
+_LEGACY_KEYS = {
+    "": "preset output_dir=out_dir",
+    "model": "model_name=model use_4bit=load_in_4bit device dtype attn_implementation "
+             "gradient_checkpointing trainable_layers share_prefix",
+    "lora": "enabled=lora r=lora_rank lora_alpha lora_dropout target_modules=lora_target_modules",
+    "ppo": "learning_rate=lr value_head_lr weight_decay adam_eps ppo_epochs "
+           "batch_size=minibatch_size micro_batch_size clip_range value_clip_range vf_coef "
+           "entropy_coef max_grad_norm gamma lam discount_per whiten_advantages kl_coef "
+           "kl_estimator kl_in_reward advantage_estimator group_size reward_scale score_batch_size",
+    "generation": "max_new_tokens temperature top_p top_k eval_temperature eval_top_p eval_top_k "
+                  "eval_greedy max_context_tokens feedback system_prompt cuda_graphs",
+    "training": "epochs episodes_per_epoch max_steps seed train_seed_start train_seed_count "
+                "eval_seed_start eval_episodes val_seed_start val_episodes eval_batch_size "
+                "save_every eval_every warmstart warmstart_examples warmstart_steps "
+                "warmstart_batch_size warmstart_lr warmstart_checkpoint_seconds "
+                "warmstart_all_layers",
+    "curriculum": "enabled=curriculum stages=curriculum window=curriculum_window",
+    "replay": "enabled=replay_fraction fraction=replay_fraction capacity=replay_capacity",
+    "logging": "wandb_mode wandb_project progress",
 }
-SPECIAL_KEYS: dict[str, tuple[str, ...]] = {"curriculum": ("enabled", "stages"),
-                                            "replay": ("enabled", "fraction")}
-TOP_LEVEL: dict[str, str] = {"preset": "preset", "output_dir": "out_dir"}
-# TrainConfig fields that train_config.json does not hold (see the module docstring).
-NOT_IN_TRAIN_FILE = ("task", "task_config", "curriculum", "replay_fraction", "num_rules",
-                     "reward_per_rule", "length_penalty", "episode_bonus", "bonus_min_rules",
-                     "reward_mode", "warmstart_extra_prob", "warmstart_demos")
+LEGACY: dict[str, dict[str, str]] = {section: dict((k.split("=") * 2)[:2] for k in keys.split())
+                                     for section, keys in _LEGACY_KEYS.items()}
 
-# The comments that say the same for every game; train_comments(task) adds the game's own
-# (its module's ConfigFiles.train_comments).
-_COMMON_COMMENTS: dict[str, Any] = {
-    "model": ["model_name: 'tiny' (the embedded model: CPU, minutes), a hub id or a directory.",
-              "On a GPU with Qwen3-0.6B: \"preset\": \"qwen3-0.6b\", model_name "
-              "\"Qwen/Qwen3-0.6B\", use_4bit true (QLoRA: needs CUDA, bitsandbytes and "
-              "lora.enabled true), gradient_checkpointing true, training.warmstart false, "
-              "lora.r 16 with lora_alpha 32; or run `python -m gamerl configure`.",
-              "device/dtype/attn_implementation null: chosen automatically."],
-    "lora": "Low-rank adapters (peft): only they and the value head train; the reference "
-            "policy is the base model with the adapters off. target_modules null: every "
-            "attention and MLP projection.",
-    "ppo": "learning_rate -> lr, batch_size -> minibatch_size (episodes per optimizer step); "
-           "the rest are TrainConfig's PPO fields under their own names.",
-    "replay": "Failure replay: `fraction` of each epoch's games are replayed from the "
-              "`capacity` most recent failures (fraction is used only when enabled).",
-    "logging": "wandb_mode offline | online | disabled (disabled: a local tensorboard + JSONL "
-               "log instead).",
+# What each section's "_comment" adds to its dataclass's first sentence (every game);
+# train_comments(task) adds the game's own (its module's ConfigFiles.train_comments).
+_COMMON_COMMENTS: dict[str, list[str]] = {
+    "network": ["model: \"tiny\" (the embedded model: CPU, minutes), a hub id or a directory; "
+                "device, dtype, attn_implementation null: chosen automatically.",
+                "On a GPU with Qwen3-0.6B: \"preset\": \"qwen3-0.6b\", model \"Qwen/Qwen3-0.6B\", "
+                "gradient_checkpointing true, sft.warmstart false, adapters.lora true with "
+                "lora_rank 16, lora_alpha 32 and load_in_4bit true (QLoRA: needs CUDA and "
+                "bitsandbytes); or run `python -m gamerl configure`."],
+    "adapters": ["Only the adapters and the value head train; the reference policy is the base "
+                 "model with the adapters off. lora_target_modules null: every attention and MLP "
+                 "projection."],
+    "instances": ["curriculum: null (off), \"default\" (the game's stages) or a list of "
+                  "{\"name\", \"games\", \"opponent\", \"threshold\"}; a stage ends when the "
+                  "success rate over the last curriculum_window episodes reaches its threshold.",
+                  "Failure replay: replay_fraction of each epoch's games are replayed from the "
+                  "replay_capacity most recent failures (0: off)."],
+    "optim": ["lr: the model's; value_head_lr: the value head's; minibatch_size: episodes per "
+              "optimizer step."],
+    "output": ["out_dir null: checkpoints/<preset>-<time>. wandb_mode offline | online | "
+               "disabled (disabled: a local tensorboard + JSONL log instead)."],
 }
+
+
+def _first_sentence(doc: Optional[str]) -> str:
+    return " ".join((doc or "").split()).split(". ")[0].rstrip(".") + "."
+
+
 def train_comments(task: str) -> dict[str, Any]:
     """The "_comment" of each section of train_config.json (key "" for the top level): the
-    common ones and the game's own (``Task.config_files``)."""
+    first sentence of its dataclass's docstring, then the common lines and the game's own
+    (``Task.config_files``)."""
     files = config_files(task)
-    top = ["gamerl run configuration (gamerl/config/jsonconfig.py maps every key to a TrainConfig "
-           "field; gamerl/config/train_config.py documents them). Written by "
-           "`python -m gamerl configure`.",
+    top = ["gamerl run configuration: each section is one of TrainConfig's, each key one of its "
+           "settings (gamerl/config/train_config.py documents them, docs/reference.md lists "
+           "them). Written by `python -m gamerl configure`.",
            f"Run: python -m gamerl train --task {task} --config config/train_config.json "
            f"(env_config.json next to it holds {files.env_holds}).",
            "Keys left out keep the preset's values; unknown keys are errors."]
-    return {"": top, **_COMMON_COMMENTS, **files.train_comments}
+    game = {k: [v] if isinstance(v, str) else list(v) for k, v in files.train_comments.items()}
+    out: dict[str, Any] = {"": top}
+    for s in FILE_SECTIONS:
+        lines = [_first_sentence(SECTIONS[s].__doc__), *_COMMON_COMMENTS.get(s, ()),
+                 *game.get(s, ())]
+        out[s] = lines[0] if len(lines) == 1 else lines
+    return out
 
 
-__all__ = ["ENV_FILE", "SECTIONS", "TRAIN_FILE", "config_to_json", "dumps", "load_run_config",
-           "read_json", "train_comments", "write_run_config"]
+__all__ = ["ENV_FILE", "FILE_SECTIONS", "LEGACY", "NOT_IN_TRAIN_FILE", "TRAIN_FILE",
+           "config_to_json", "dumps", "load_run_config", "read_json", "train_comments",
+           "write_run_config"]
 
 
 # ----------------------------------------------------------------------------- reading
 
-def _train_values(data: dict, path: Path, base: TrainConfig) -> dict[str, Any]:
-    """TrainConfig fields from a train_config.json object (only the keys present)."""
-    check_keys(data, [*TOP_LEVEL, *SECTIONS], str(path))
-    out: dict[str, Any] = {}
-    for key, field in TOP_LEVEL.items():
-        if key in data:
-            out[field] = field_value(data[key], field, f"{path}: {key}")
-    for section, mapping in SECTIONS.items():
-        if section not in data:
-            continue
-        obj = data[section]
+def old_names(data: dict) -> list[str]:
+    """The old shape's section names and renamed keys that a train_config.json object uses
+    (none: it is in TrainConfig's names)."""
+    old = [k for k in data if (k in LEGACY or k in LEGACY[""]) and k not in (*NEW, *NEW[""])]
+    renamed = {k: None for s in data if s in LEGACY and isinstance(data[s], dict)
+               for k in data[s] if LEGACY[s].get(k, k) != k}
+    return [*renamed, *old] if old else []
+
+
+def _items(data: dict, path: Path, shape: dict[str, dict[str, str]],
+           ) -> Iterator[tuple[str, str, Any]]:
+    """``(where, setting, value)`` for each key of a train_config.json object in ``shape``
+    (``NEW`` or ``LEGACY``), its sections and keys checked, removed settings dropped where off
+    and refused where on."""
+    sections = [s for s in shape if s]
+    check_keys(data, [*shape[""], *sections], str(path))
+    yield from ((key, setting, data[key]) for key, setting in shape[""].items() if key in data)
+    for section in (s for s in sections if s in data):
+        where, obj = f"{path}: {section}", data[section]
         if not isinstance(obj, dict):
-            raise ValueError(f"{path}: section {section!r} must be an object, got "
-                             f"{json.dumps(obj)}")
-        obj = _without_removed(obj, f"{path}: {section}")
-        check_keys(obj, [*SPECIAL_KEYS.get(section, ()), *mapping], f"{path}: {section}")
-        for key, field in mapping.items():
-            if key in obj:
-                out[field] = field_value(obj[key], field, f"{path}: {section}.{key}")
-    if isinstance(data.get("curriculum"), dict):
-        out.update(_curriculum_value(data["curriculum"], path, base))
-    if isinstance(data.get("replay"), dict):
-        out.update(_replay_value(data["replay"], path, base))
-    return out
+            raise ValueError(f"{where}: expected an object, got {json.dumps(obj)}")
+        refuse_removed(obj, where)
+        obj = {k: v for k, v in obj.items() if k not in REMOVED_SETTINGS}
+        check_keys(obj, list(shape[section]), where)
+        obj = without_comment(obj)
+        if shape is LEGACY and section in ("curriculum", "replay"):
+            obj = _legacy_switch(obj, section, where)
+        yield from ((f"{section}.{key}", shape[section][key], v) for key, v in obj.items())
 
 
-def _without_removed(obj: dict, where: str) -> dict:
-    """A section without the keys of removed settings (``REMOVED_SETTINGS``), refused where one
-    is on (``refuse_removed``)."""
-    refuse_removed(obj, where)
-    return {k: v for k, v in obj.items() if k not in REMOVED_SETTINGS}
+def _legacy_switch(obj: dict, section: str, where: str) -> dict:
+    """The old curriculum's ``enabled`` + ``stages`` (null: "default") and replay's ``enabled``
+    + ``fraction`` as the one setting each pair is: ``stages`` / ``fraction`` (null / 0 when
+    enabled is false)."""
+    key, default, off = {"curriculum": ("stages", "default", None),
+                         "replay": ("fraction", 0.3, 0.0)}[section]
+    on = obj.pop("enabled", None)
+    if on is None and obj.get(key) is None:  # says nothing: the base's
+        return {k: v for k, v in obj.items() if k != key}
+    if not isinstance(on, (bool, type(None))):
+        raise ValueError(f"{where}.enabled: expected true or false, got {json.dumps(on)}")
+    return {**obj, key: off if on is False else default if obj.get(key) is None else obj[key]}
 
 
-def _curriculum_value(sec: dict, path: Path, base: TrainConfig) -> dict[str, Any]:
-    if "enabled" not in sec and "stages" not in sec:
-        return {}
-    where = f"{path}: curriculum"
-    enabled = sec.get("enabled", bool(base.curriculum) or sec.get("stages") is not None)
-    if not isinstance(enabled, bool):
-        raise ValueError(f"{where}.enabled: expected true or false, got {json.dumps(enabled)}")
-    stages = sec["stages"] if "stages" in sec else (
-        base.curriculum if isinstance(base.curriculum, list) else None)
-    if stages == "default":
-        stages = None
-    if stages is not None:
-        if not isinstance(stages, list) or not all(isinstance(s, dict) for s in stages):
-            raise ValueError(f"{where}.stages: expected null (the game's default stages) or a "
-                             "list of {\"name\", \"games\", \"opponent\", \"threshold\"} "
-                             f"objects, got {json.dumps(stages)}")
-        from ..games.registry import get_task
-        from .curriculum_stages import parse_stages
+def _check_curriculum(value: Any, where: str, task: str) -> None:
+    """A curriculum's stages against what the game's may name, whatever the run: a bound of the
+    run's (a Password stage past num_rules, which env_config.json may set) is TrainConfig's to
+    check, once both files are read."""
+    from ..games.registry import get_task
+    from .curriculum_stages import parse_stages
 
-        # what the game's stages may name, whatever the run: a bound of the run's (a Password
-        # stage past num_rules, which env_config.json may set) is TrainConfig's to check, once
-        # both files are read
-        choices = get_task(base.task).curriculum
-        try:  # a game without a curriculum: TrainConfig refuses it, naming the game
-            if choices is not None:
-                parse_stages(stages, choices=choices)
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"{where}.stages: {e}") from None
-    return {"curriculum": (stages if stages is not None else "default") if enabled else None}
-
-
-def _replay_value(sec: dict, path: Path, base: TrainConfig) -> dict[str, Any]:
-    if "enabled" not in sec and "fraction" not in sec:
-        return {}
-    where = f"{path}: replay"
-    fraction = base.replay_fraction or DEFAULT_REPLAY_FRACTION
-    if "fraction" in sec:
-        fraction = field_value(sec["fraction"], "replay_fraction", f"{where}.fraction")
-        if not 0.0 <= fraction < 1.0:
-            raise ValueError(f"{where}.fraction: must be in [0, 1), got {fraction}")
-    enabled = sec.get("enabled", base.replay_fraction > 0 or ("fraction" in sec and fraction > 0))
-    if not isinstance(enabled, bool):
-        raise ValueError(f"{where}.enabled: expected true or false, got {json.dumps(enabled)}")
-    if enabled and fraction <= 0:
-        raise ValueError(f"{where}: enabled is true but fraction is 0; set a fraction in "
-                         "(0, 1) (0.3 is usual) or enabled false")
-    return {"replay_fraction": fraction if enabled else 0.0}
+    choices = get_task(task).curriculum
+    if value is None or choices is None:  # a game without one: TrainConfig says so, naming it
+        return
+    try:
+        parse_stages(value, choices=choices)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{where}: {e}") from None
 
 
 def load_run_config(train_path: PathLike, env_path: Optional[PathLike] = None, *,
@@ -262,11 +210,12 @@ def load_run_config(train_path: PathLike, env_path: Optional[PathLike] = None, *
 
     ``env_path`` defaults to ``env_config.json`` next to ``train_path`` if there is one (no env
     file: the base's task and task_config stay). ``base`` supplies every key the files leave
-    out; default: ``get_config(<the file's "preset" or "tiny">, task=<env_config.json's task,
-    default "openspiel">)``. A ``base`` made for another task than the env file's is replaced by
-    its preset for that task (``--preset tiny`` means the tiny preset of the configured game).
-    ``overrides`` (TrainConfig field names, e.g. from ``--set``) are applied last. ``env_url``
-    is the server URL when env_config.json says ``"execution": "http"``, else None.
+    out; default: ``get_config(<the file's "preset" or "tiny">, task=<env_config.json's task>)``
+    (no env file: the Password Game; openspiel for a file in the old shape). A ``base`` made for
+    another task than the env file's is replaced by its preset for that task (``--preset tiny``
+    means the tiny preset of the configured game). ``overrides`` (TrainConfig names, e.g. from
+    ``--set``) are applied last. ``env_url`` is the server URL when env_config.json says
+    ``"execution": "http"``, else None.
     """
     train_path = Path(train_path)
     train = read_json(train_path)
@@ -282,11 +231,20 @@ def load_run_config(train_path: PathLike, env_path: Optional[PathLike] = None, *
         env_path = Path(env_path)
         env = read_env(read_json(env_path), env_path)
         sources += f" + {env_path}"
-    task = env.task if env is not None else (base.task if base is not None else LEGACY_TASK)
+    old = old_names(train)
+    if old:
+        log.warning("%s uses the old key names (%s); rewrite it in TrainConfig's sections and "
+                    "names (docs/reference.md) or with python -m gamerl configure", train_path,
+                    ", ".join(old[:6]) + (", ..." if len(old) > 6 else ""))
+    task = env.task if env else base.task if base else LEGACY_TASK if old else GameSettings.task
     if base is None or base.task != task:
         base = get_config((base.preset if base is not None else None) or preset or "tiny",
                           task=task)
-    values = _train_values(train, train_path, base)
+    values: dict[str, Any] = {}
+    for where, setting, value in _items(train, train_path, LEGACY if old else NEW):
+        values[setting] = field_value(value, setting, f"{train_path}: {where}")
+        if setting == "curriculum":
+            _check_curriculum(values[setting], f"{train_path}: {where}", task)
     env_url = None
     if env is not None:
         values.update(env.values)
@@ -303,58 +261,32 @@ def load_run_config(train_path: PathLike, env_path: Optional[PathLike] = None, *
             files.check(cfg)
         except ValueError as e:
             raise ValueError(f"{sources}: {e}") from None
-    if overrides:
-        cfg = cfg.replace(**overrides)
-    return cfg, env_url
+    return (cfg.replace(**overrides) if overrides else cfg), env_url
 
 
 # ----------------------------------------------------------------------------- writing
 
-def _curriculum_json(cfg: TrainConfig) -> tuple[bool, Optional[list], int]:
+def _curriculum(cfg: TrainConfig) -> dict[str, Any]:
+    """``curriculum`` (null, "default" or stage dicts) and ``curriculum_window`` as written."""
     spec, window = cfg.curriculum, cfg.curriculum_window
     if isinstance(spec, dict):  # Curriculum.to_dict()'s {"stages", "window"} form
         spec, window = spec.get("stages", "default"), spec.get("window", window)
-    if not spec:
-        return False, None, window
-    if spec == "default":
-        return True, None, window
-    return True, [s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in spec], window
+    if isinstance(spec, (list, tuple)):
+        spec = [s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in spec]
+    return {"curriculum": spec or None, "curriculum_window": window}
 
 
 def config_to_json(cfg: TrainConfig, env_url: Optional[str] = None) -> tuple[dict, dict]:
     """``(train_config.json object, env_config.json object)`` for ``cfg``: the inverse of
-    ``load_run_config`` (every mapped field written, with "_comment"s). ``env_url`` set: the env
-    file says ``"execution": "http"`` with that ``base_url``."""
+    ``load_run_config`` (every setting of ``FILE_SECTIONS``, with "_comment"s). ``env_url``
+    set: the env file says ``"execution": "http"`` with that ``base_url``."""
     comments = train_comments(cfg.task)
-
-    def section(name: str) -> dict:
-        out: dict[str, Any] = {COMMENT: comments[name]} if name in comments else {}
-        if name == "curriculum":
-            enabled, stages, window = _curriculum_json(cfg)
-            return {**out, "enabled": enabled, "stages": stages, "window": window}
-        if name == "replay":
-            on = cfg.replay_fraction > 0
-            return {**out, "enabled": on,
-                    "fraction": cfg.replay_fraction if on else DEFAULT_REPLAY_FRACTION,
-                    "capacity": cfg.replay_capacity}
-        out.update({key: _jsonable(getattr(cfg, field)) for key, field in SECTIONS[name].items()})
-        return out
-
-    train: dict[str, Any] = {COMMENT: comments[""], "preset": cfg.preset,
-                             "output_dir": cfg.out_dir}
-    for name in SECTIONS:
-        train[name] = section(name)
+    values = {**cfg.settings(), **_curriculum(cfg)}
+    train: dict[str, Any] = {COMMENT: comments[""], "preset": cfg.preset}
+    for section, keys in FILE_SECTIONS.items():  # tuples as lists
+        train[section] = {COMMENT: comments[section],
+                          **{k: json.loads(json.dumps(values[k])) for k in keys}}
     return train, env_to_json(cfg, env_url)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    return value
 
 
 def dumps(obj: dict) -> str:

@@ -84,7 +84,10 @@ def reference_markdown() -> str:
     for command in COMMANDS:
         parts.append(f"### `python -m gamerl {command}`\n\n```text\n{command_help(command)}```\n")
     parts += ["## Settings\n",
-              "Any setting is given with `--set NAME=VALUE` (or in a `--config` file); "
+              "Any setting is given with `--set NAME=VALUE`, or in a `--config` file: "
+              "`train_config.json` holds it under its section (`{\"optim\": {\"lr\": 0.0003}}`), "
+              "except the game and its own settings (`task`, `task_config`, the `password_game` "
+              "section), which `env_config.json` holds, and `progress` (`--no-progress`). "
               "`train --print-config` prints a run's values.\n",
               settings_table()]
     return "\n".join(parts)

@@ -339,17 +339,19 @@ CONFIG_FILES = ConfigFiles(
         "num_rules: play the first N of the 26 rules. reward: score = rules held x "
         "reward_per_rule - length x length_penalty (+ episode_bonus from bonus_min_rules "
         "rules on); mode delta pays each turn's change in score (a game returns its final "
-        "score), absolute pays the score every turn. Turns per game: training.max_steps."),
+        "score), absolute pays the score every turn. Turns per game: train_config.json's "
+        "game.max_steps."),
     env_holds="the Password Game's rules and reward",
     train_comments={
-        "generation": "Per turn: one password (the tiny preset's are 5-12 tokens; "
-                      "max_new_tokens 24 leaves room for mistakes).",
-        "training": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
-                    "(seeds from eval_seed_start, disjoint from the training seeds); max_steps: "
-                    "turns (passwords) per game.",
-        "curriculum": "Over the number of rules: stages of games \"first-N\" (the first N "
-                      "rules, N <= num_rules; no opponent), the first 6 -> 12 -> 26 up to "
-                      "num_rules when stages is null. The held-out games play num_rules."},
+        "game": "max_steps: turns (passwords) per game.",
+        "sampling": "Per turn: one password (the tiny preset's are 5-12 tokens; "
+                    "max_new_tokens 24 leaves room for mistakes).",
+        "schedule": "epochs x episodes_per_epoch training games; eval_episodes held-out games "
+                    "(seeds from instances.eval_seed_start, disjoint from the training seeds).",
+        "instances": "The Password Game's curriculum is over the number of rules: stages of "
+                     "games \"first-N\" (the first N rules, N <= num_rules; no opponent); "
+                     "\"default\": the first 6 -> 12 -> 26 up to num_rules. The held-out games "
+                     "play num_rules."},
 )
 
 

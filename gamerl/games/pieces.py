@@ -43,7 +43,8 @@ class ConfigFiles:
     # what env_config.json holds for it, as train_config.json's first comment says it ("the
     # games", "Wordle's settings")
     env_holds: str = "the game's settings"
-    # train_config.json's sections -> the game's "_comment" (generation, training, curriculum)
+    # train_config.json's sections -> the game's lines of their "_comment" (game, sampling,
+    # schedule, instances)
     train_comments: Mapping[str, Any] = field(default_factory=dict)
     # cfg -> None, or ValueError: a check of the loaded configuration as a whole (OpenSpiel's
     # task_config with its defaults filled in)
