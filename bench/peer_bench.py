@@ -122,7 +122,7 @@ def bench_config(args, turns: int):
         advantage_estimator="grpo", group_size=args.group_size, episodes_per_epoch=batch,
         minibatch_size=batch, micro_batch_size=None, score_batch_size=batch,
         ppo_epochs=args.ppo_epochs, clip_range=0.2,  # token-mean loss, k3 KL: the trainer's only
-        kl_coef=args.kl_coef, lr=args.lr, weight_decay=0.0,
+        kl_coef=args.kl_coef, lr=args.lr,  # AdamW without weight decay, eps 1e-8
         max_grad_norm=1.0, entropy_coef=0.0, reward_scale=1.0, gradient_checkpointing=False,
         seed=args.seed, wandb_mode="disabled", progress=False)
 
@@ -345,7 +345,7 @@ def run_trl(args, turns: int) -> dict:
         output_dir=out_dir, use_cpu=True, report_to=[], bf16=False, fp16=False,
         seed=cfg.seed, max_steps=total_steps, learning_rate=cfg.lr,
         lr_scheduler_type="constant", warmup_steps=0, optim="adamw_torch",
-        weight_decay=cfg.weight_decay, adam_epsilon=cfg.adam_eps, max_grad_norm=cfg.max_grad_norm,
+        weight_decay=0.0, adam_epsilon=1e-8, max_grad_norm=cfg.max_grad_norm,  # as ours
         per_device_train_batch_size=batch, gradient_accumulation_steps=1, steps_per_generation=1,
         num_iterations=cfg.ppo_epochs, num_generations=cfg.group_size,
         # Multi-turn: TRL's budget is for the whole conversation, ours is per turn.

@@ -136,7 +136,7 @@ def test_fresh_run_refuses_a_finished_run(run):
 
 
 def test_resume_never_replaces_a_better_best(run, tiny_dir):
-    """best/ newer and better than last/ (save_every > 1): the resumed run must compare against
+    """best/ newer and better than last/ (a kill between their saves): the resumed run must compare against
     best/'s reward, not last/'s older one, or its next epoch overwrites a better model."""
     cfg, run_dir = run
     state = json.loads((run_dir / "best" / "trainer_state.json").read_text())

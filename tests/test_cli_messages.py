@@ -25,9 +25,10 @@ def gamerl(*args, tmp_path):
     (["--set", "learning_rate=1e-4"], "unknown setting 'learning_rate'; did you mean 'lr'?"),
     (["--epochs", "-3"], "epochs must be >= 0, not -3"),
     (["--set", "kl_loss_estimator=k1"],
-     "unknown setting 'kl_loss_estimator': removed from the trainer on 2026-12-07 (no preset set "
-     "it); run it from the git tag experiments-2026-12"),
-    (["--set", "lora_dropout=0.1"], "RL uses no dropout"),
+     "unknown setting 'kl_loss_estimator': removed from the trainer on 2026-12-07 (no preset "
+     "changed it); it is 'k3' now, and the git tag experiments-2026-12 still has it"),
+    (["--set", "lora_dropout=0.1"], "unknown setting 'lora_dropout': removed from the trainer on "
+     "2026-12-07 (no preset changed it); it is 0.0 now"),
     (["--env-url", "http://127.0.0.1:9"], "no game server answers at http://127.0.0.1:9"),
     (["--model", "Qwen/Qwen3-8B"], "model 'Qwen/Qwen3-8B' is not available"),
     # The game's own settings, read by the game before the model loads (a traceback from inside

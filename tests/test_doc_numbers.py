@@ -113,17 +113,17 @@ def test_main_run_block_refuses_another_run(tmp_path):
 
 
 def test_main_run_of_an_older_version_lacks_later_settings(tmp_path):
-    """A run whose config.json predates a setting (share_prefix came later) ran with what is now
+    """A run whose config.json predates a setting (val_seed_start came later) ran with what is now
     its default: it is still the main job; so is one that has a setting removed since, off
     (removed.REMOVED_SETTINGS), but not one that had it on."""
     summary = _summary({"final": {"reward": 1.0, "rules_satisfied": 2.0, "success_rate": 0.0,
                                   "turns": 3.0, "episodes": 128}}, git_commit="abcdef1")
-    summary["config"].pop("share_prefix")
+    summary["config"].pop("val_seed_start")
     doc_numbers.check_main_run_config(summary["config"])
-    summary["config"]["share_prefix"] = False
-    with pytest.raises(SystemExit, match="share_prefix=False"):
+    summary["config"]["val_seed_start"] = 3_000_000
+    with pytest.raises(SystemExit, match="val_seed_start=3000000"):
         doc_numbers.check_main_run_config(summary["config"])
-    summary["config"].update(share_prefix=True, policy_loss="ppo_clip")
+    summary["config"].update(val_seed_start=2_000_000, policy_loss="ppo_clip")
     doc_numbers.check_main_run_config(summary["config"])
     summary["config"]["policy_loss"] = "something_else"
     with pytest.raises(SystemExit, match="policy_loss='something_else'"):
@@ -274,4 +274,7 @@ def test_the_stamp_names_the_settings_a_run_changed_from_its_preset():
                "git_commit": "abcdef1234", "finished": "2026-12-07",
                "host": {"cpu": "Some CPU", "cpu_count": 2}}
     assert doc_numbers.stamp_line([summary]).startswith(
-        "`python -m gamerl train --preset smollm2-135m-r12 --seed 0 --set lr=5e-05`; ")
+        "`python -m gamerl train --preset smollm2-135m-r12 --seed 0 --set lr=5e-05` (one run); ")
+    second = {**summary, "config": {**summary["config"], "seed": 1}}
+    assert doc_numbers.stamp_line([summary, second]).startswith(
+        "`python -m gamerl train --preset smollm2-135m-r12 --seed 0/1 --set lr=5e-05`; ")

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def lora_cfg(**kw):
-    base = dict(lora=True, lora_rank=4, lora_alpha=8, lora_dropout=0.0, epochs=2,
+    base = dict(lora=True, lora_rank=4, lora_alpha=8, epochs=2,
                 episodes_per_epoch=4, eval_episodes=4, num_rules=4, max_steps=2,
                 max_new_tokens=12, warmstart_steps=5, warmstart_examples=16, minibatch_size=2,
                 ppo_epochs=1, wandb_mode="disabled", progress=False)

@@ -159,7 +159,7 @@ def test_the_training_cell_runs_what_the_cli_runs(tmp_path):
     (what ``python -m gamerl train`` runs) give the same metrics, epoch by epoch, and the same
     weights, for the same config and seed (tiny, two epochs, a held-out evaluation after the
     first: ``eval_every`` and ``best/`` go through the same steps). The cell's loop was once a
-    copy of the Trainer's and drifted (no ``after_epoch``, ``save_every``/``eval_every``
+    copy of the Trainer's and drifted (no ``after_epoch``, ``eval_every``
     ignored, no guard for an epoch whose sessions were all lost)."""
     from gamerl.config import get_config
     from gamerl.core.trainer import Trainer

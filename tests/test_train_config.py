@@ -61,10 +61,10 @@ def test_config_json_keeps_flat_names_and_old_files_load(tmp_path):
     assert TrainConfig.load(path) == cfg
     # a config.json from before the sections (flat, with a setting this version dropped)
     old = {**saved, "some_removed_setting": 1}
-    old.pop("share_prefix")  # added later: the default fills it in
+    old.pop("val_seed_start")  # added later: the default fills it in
     path.write_text(json.dumps(old))
     loaded = TrainConfig.load(path)
-    assert loaded.share_prefix is True and loaded.replace(seed=3) == cfg
+    assert loaded.val_seed_start == 2_000_000 and loaded.replace(seed=3) == cfg
     # a file written by section loads too
     path.write_text(json.dumps({"optim": {"lr": 7e-5}, "password_game": {"num_rules": 9}}))
     assert (TrainConfig.load(path).lr, TrainConfig.load(path).num_rules) == (7e-5, 9)

@@ -84,7 +84,7 @@ def test_kl_penalty_goes_into_rewards_on_policy_tokens_only(setup):
     cfg, policy, ref, tok = setup
     batch = fresh_batch(setup)
     batch.ref_logprobs = batch.ref_logprobs - 0.5 * batch.mask  # pretend the policy drifted
-    stats = compute_advantages(batch, cfg.replace(kl_coef=0.1, kl_estimator="k1"))
+    stats = compute_advantages(batch, cfg.replace(kl_coef=0.1))
     expected = batch.env_rewards * cfg.reward_scale - 0.1 * 0.5 * batch.mask
     assert torch.allclose(batch.rewards, expected, atol=1e-5)
     assert stats["kl_ref"] == pytest.approx(0.5, abs=1e-5)
@@ -93,7 +93,7 @@ def test_kl_penalty_goes_into_rewards_on_policy_tokens_only(setup):
 def test_grpo_and_kl_loss_paths_run(setup):
     cfg, policy, ref, tok = setup
     gcfg = cfg.replace(advantage_estimator="grpo", group_size=4, kl_in_reward=False,
-                       kl_estimator="k3", ppo_epochs=1)
+                       ppo_epochs=1)
     seeds = epoch_seeds(gcfg, 0)
     assert seeds[:4] == [seeds[0]] * 4 and len(set(seeds)) == 2
     batch = collect(policy, ref, tok, seeds, local_env_factory(gcfg), gcfg)

@@ -67,17 +67,17 @@ NEW: dict[str, dict[str, str]] = {"": {k: k for k in TOP_LEVEL},
 _LEGACY_KEYS = {
     "": "preset output_dir=out_dir",
     "model": "model_name=model use_4bit=load_in_4bit device dtype attn_implementation "
-             "gradient_checkpointing trainable_layers share_prefix",
-    "lora": "enabled=lora r=lora_rank lora_alpha lora_dropout target_modules=lora_target_modules",
-    "ppo": "learning_rate=lr value_head_lr weight_decay adam_eps ppo_epochs "
-           "batch_size=minibatch_size micro_batch_size clip_range value_clip_range vf_coef "
-           "entropy_coef max_grad_norm gamma lam discount_per whiten_advantages kl_coef "
-           "kl_estimator kl_in_reward advantage_estimator group_size reward_scale score_batch_size",
+             "gradient_checkpointing trainable_layers",
+    "lora": "enabled=lora r=lora_rank lora_alpha target_modules=lora_target_modules",
+    "ppo": "learning_rate=lr value_head_lr ppo_epochs batch_size=minibatch_size "
+           "micro_batch_size clip_range value_clip_range vf_coef entropy_coef max_grad_norm "
+           "gamma lam discount_per kl_coef kl_in_reward advantage_estimator group_size "
+           "reward_scale score_batch_size",
     "generation": "max_new_tokens temperature top_p top_k eval_temperature eval_top_p eval_top_k "
                   "eval_greedy max_context_tokens feedback system_prompt cuda_graphs",
     "training": "epochs episodes_per_epoch max_steps seed train_seed_start train_seed_count "
                 "eval_seed_start eval_episodes val_seed_start val_episodes eval_batch_size "
-                "save_every eval_every warmstart warmstart_examples warmstart_steps "
+                "eval_every warmstart warmstart_examples warmstart_steps "
                 "warmstart_batch_size warmstart_lr warmstart_checkpoint_seconds "
                 "warmstart_all_layers",
     "curriculum": "enabled=curriculum stages=curriculum window=curriculum_window",

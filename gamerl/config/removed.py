@@ -15,6 +15,9 @@ REMOVED_SETTINGS: dict[str, Any] = {
     "warmstart_rft_labels": "own", "warmstart_rft_with_demos": False,
     "policy_loss": "ppo_clip", "clip_range_high": None, "clip_ratio_c": None,
     "target_kl": None, "kl_loss_estimator": "k3", "loss_agg": "token-mean",
+    # no preset changed these; each is now what its default was
+    "share_prefix": True, "lora_dropout": 0.0, "weight_decay": 0.0, "adam_eps": 1e-8,
+    "whiten_advantages": True, "save_every": 1, "kl_estimator": "k1",
 }
 # a removed setting that mattered only while another one was on
 REMOVED_ONLY_WITH = {name: "warmstart_rft_rounds" for name in REMOVED_SETTINGS

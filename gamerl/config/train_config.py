@@ -42,21 +42,17 @@ class NetworkSettings:
     # Train only the last N decoder layers (+ final norm, value head); the frozen layers below
     # run once per epoch, at scoring, and the updates only the top N. None: every layer trains.
     trainable_layers: Optional[int] = None
-    # Run the trunk once over a prefix that rows of a micro-batch share (a GRPO group's prompt)
-    # instead of once per row: the same numbers up to rounding. SDPA/eager, no checkpointing.
-    share_prefix: bool = True
 
 
 @dataclass
 class AdapterSettings:
     """LoRA (peft): train low-rank adapters instead of every weight (gamerl/models/lora.py). The
     frozen reference is then the base model with the adapters switched off (no second copy), and
-    checkpoints hold the adapters and the value head only. load_in_4bit needs CUDA and
-    bitsandbytes."""
+    checkpoints hold the adapters and the value head only; no dropout (PPO's old and new
+    log-probs must come from the same function). load_in_4bit needs CUDA and bitsandbytes."""
     lora: bool = False
     lora_rank: int = 16
     lora_alpha: int = 32
-    lora_dropout: float = 0.0  # must be 0: see TrainConfig.validate()
     lora_target_modules: Optional[list] = None  # None: every attention and MLP projection
     load_in_4bit: bool = False
 
@@ -120,7 +116,6 @@ class ScheduleSettings:
     # peaked at 6.9 GB, against 18.9 GB for one batch (docs/benchmarks.md).
     eval_batch_size: int = 0
     eval_every: int = 0  # epochs between held-out evaluations during training (0: final only)
-    save_every: int = 1  # epochs between last/ checkpoints (the final epoch is always saved)
 
 
 @dataclass
@@ -155,8 +150,6 @@ class OptimSettings:
     # The value head starts at zero (models.ValueHead) and must learn returns of O(1) (see
     # reward_scale); at the LM's 1e-6 it would barely move, so it has its own learning rate.
     value_head_lr: float = 1e-4
-    weight_decay: float = 0.0
-    adam_eps: float = 1e-8
     max_grad_norm: float = 1.0
 
 
@@ -184,7 +177,6 @@ class AdvantageSettings:
     # every token of an answer shares its credit. "token": per policy token (ppo.compute_gae,
     # verl's semantics), where the first token of a 40-token answer gets 9% of the last one's.
     discount_per: Literal["turn", "token"] = "turn"
-    whiten_advantages: bool = True
     # Env rewards are multiplied by this before GAE. The policy loss does not care (advantages are
     # whitened) but the critic and its clip range (value_clip_range, in return units) do: choose
     # it so a typical discounted return is O(1) (each preset says how it chose its own).
@@ -194,12 +186,10 @@ class AdvantageSettings:
 @dataclass
 class KLSettings:
     """The leash to the frozen reference (the policy at the start of PPO). With kl_in_reward
-    (InstructGPT's and TRL's way) each policy token's reward gets -kl_coef * (kl_estimator's
-    estimate; k1, logp - ref_logp, is the usual unbiased one); otherwise, and always with grpo,
-    it is a loss term kl_coef * mean(k3): verl's low_var_kl, >= 0 (k1's expected gradient as a
-    loss is exactly 0)."""
+    (InstructGPT's and TRL's way) each policy token's reward gets -kl_coef * (logp - ref_logp),
+    the unbiased k1 estimate; otherwise, and always with grpo, it is a loss term
+    kl_coef * mean(k3): verl's low_var_kl, >= 0 (k1's expected gradient as a loss is 0)."""
     kl_coef: float = 0.05
-    kl_estimator: Literal["k1", "k2", "k3"] = "k1"
     kl_in_reward: bool = True
 
 
@@ -372,13 +362,7 @@ class TrainConfig:
         _need(self.minibatch_size >= 1 and self.ppo_epochs >= 1, "minibatch_size, ppo_epochs >= 1")
         _need(self.micro_batch_size is None or self.micro_batch_size >= 1, "micro_batch_size >= 1")
         _need(self.reward_mode in ("absolute", "delta"), "reward_mode: 'absolute' or 'delta'")
-        _need(self.kl_estimator in ("k1", "k2", "k3"), "kl_estimator: 'k1', 'k2' or 'k3'")
         _need(self.discount_per in ("turn", "token"), "discount_per: 'turn' or 'token'")
-        _need(self.lora_dropout == 0.0,
-              f"lora_dropout must be 0, not {self.lora_dropout}: PPO's old log-probs come from an "
-              "eval-mode pass and the new ones from a train-mode pass, so dropout makes them "
-              "differ before any update (ratios of 0.96-0.99 and tokens clipped at the first "
-              "minibatch); RL uses no dropout")
         _need(self.advantage_estimator in ("gae", "grpo"), "advantage_estimator: 'gae' or 'grpo'")
         _need(self.wandb_mode in ("offline", "online", "disabled"),
               "wandb_mode: 'offline', 'online' or 'disabled'")
@@ -540,8 +524,8 @@ def did_you_mean(name: str, known) -> str:
     import difflib
 
     if name in REMOVED_SETTINGS:
-        return (f": removed from the trainer on 2026-12-07 (no preset set it); run it from the "
-                f"git tag {REMOVED_TAG}")
+        return (f": removed from the trainer on 2026-12-07 (no preset changed it); it is "
+                f"{REMOVED_SETTINGS[name]!r} now, and the git tag {REMOVED_TAG} still has it")
     guess = ALIASES.get(name) or next(iter(difflib.get_close_matches(name, list(known), n=1)), None)
     return (f"; did you mean {guess!r}?" if guess
             else " (python -m gamerl train --print-config lists the settings)")

@@ -152,8 +152,7 @@ def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
         for s in range(0, len(episodes), cfg.score_batch_size):
             rows = slice(s, s + cfg.score_batch_size)
             ids, am, m = tb.input_ids[rows], tb.attention_mask[rows], tb.mask[rows]
-            old = forward_policy(policy, ids, am, sampling, mask=m, derive_support=True,
-                                 share_prefix=cfg.share_prefix)
+            old = forward_policy(policy, ids, am, sampling, mask=m, derive_support=True)
             old_logprobs.append(old.logprobs)
             old_values.append(old.values)
             last.append(old.last_values)
@@ -162,8 +161,7 @@ def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
             ref_logprobs.append(reference_logprobs(reference, ids, am, sampling, mask=m,
                                                    support=old.support,
                                                    trunk_input=old.trunk_cache,
-                                                   n_top=cfg.trainable_layers,
-                                                   share_prefix=cfg.share_prefix))
+                                                   n_top=cfg.trainable_layers))
     policy.train(was_training)
     support = torch.cat(supports) if supports[0] is not None else None
     truncated = torch.tensor([ep.context_exhausted for ep in episodes], device=policy.device)
@@ -232,8 +230,8 @@ def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
     """Fill ``batch.rewards/advantages/returns``; return statistics for the log.
 
     The estimator is ``cfg.estimator_name``'s (``ppo.ADVANTAGE_ESTIMATORS``): GAE per turn
-    (gamma/lam between turns) or per token (verl's), with the KL penalty (``kl_estimator``) in
-    the reward when ``kl_in_reward``, then whitened over the batch's policy tokens; GRPO: each
+    (gamma/lam between turns) or per token (verl's), with the KL penalty (k1, logp - ref_logp)
+    in the reward when ``kl_in_reward``, then whitened over the batch's policy tokens; GRPO: each
     episode's scaled return against its group's, used AS IS (already normalised per group:
     whitening again would shift a tied group's zeros, see ``ppo.compute_grpo_advantages``)."""
     # ALGO LOGIC
@@ -243,12 +241,12 @@ def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
     estimator = ppo.get_advantage_estimator(cfg.estimator_name)
     kl = None  # per-token KL(pi_old || pi_ref), computed once when the reward needs it
     if estimator.uses_critic and cfg.kl_in_reward and cfg.kl_coef:
-        kl = ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator)
+        kl = ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, "k1")
         rewards = rewards - cfg.kl_coef * torch.where(m, kl, torch.zeros_like(kl))
     advantages, returns = estimator.fn(rewards, batch.old_values, mask, batch.group_ids,
                                        cfg.gamma, cfg.lam, batch.bootstrap_values)
     raw = advantages
-    if estimator.whiten and cfg.whiten_advantages:
+    if estimator.whiten:
         advantages = ppo.masked_whiten(advantages, mask)
     batch.rewards, batch.advantages, batch.returns = rewards, advantages, returns
     stats = {
@@ -264,12 +262,12 @@ def compute_advantages(batch: PPOBatch, cfg: TrainConfig) -> dict[str, float]:
 
 def kl_stats(batch: PPOBatch, cfg: TrainConfig,
              kl: Optional[torch.Tensor] = None) -> dict[str, float]:
-    """The batch's KL(pi_old || pi_ref) per policy token (``kl_estimator``'s and k3's) and the
-    self-check of the sampling-time log-probs against pi_old's: numbers that need both scored.
-    ``kl``: the ``kl_estimator`` per-token values [B, T] when the caller has them already."""
+    """The batch's KL(pi_old || pi_ref) per policy token (k1's and k3's) and the self-check of
+    the sampling-time log-probs against pi_old's: numbers that need both scored. ``kl``: the k1
+    per-token values [B, T] when the caller has them already."""
     mask = batch.mask
     if kl is None:
-        kl = ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, cfg.kl_estimator)
+        kl = ppo.kl_penalty(batch.old_logprobs, batch.ref_logprobs, "k1")
     return {
         "kl_ref": float(ppo.masked_mean(kl, mask)),
         "kl_ref_k3": float(ppo.masked_mean(ppo.kl_penalty(
@@ -354,8 +352,7 @@ def _ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch
                 mb = batch.rows(mb_rows)
                 new = forward_policy(policy, mb["input_ids"], mb["attention_mask"], sampling,
                                      mask=mb["mask"], support=mb["support"], with_entropy=True,
-                                     entropy_grad=entropy_grad, trunk_input=mb["trunk_cache"],
-                                     share_prefix=cfg.share_prefix)
+                                     entropy_grad=entropy_grad, trunk_input=mb["trunk_cache"])
                 if not checks:  # the first micro-batch, before any optimizer step: ratio 1?
                     checks = check_logprobs("first_ratio", new.logprobs.detach(),
                                             mb["old_logprobs"], mb["mask"], batch.dtype)
@@ -438,7 +435,7 @@ def make_optimizer(policy: PolicyWithValue, cfg: TrainConfig) -> torch.optim.Opt
     lm = [p for p in policy.parameters() if id(p) not in head_ids and p.requires_grad]
     return torch.optim.AdamW([{"params": lm, "lr": cfg.lr},
                               {"params": head, "lr": cfg.value_head_lr}],
-                             weight_decay=cfg.weight_decay, eps=cfg.adam_eps)
+                             weight_decay=0.0)  # torch's AdamW decays by 0.01 unless told
 
 
 def epoch_seeds(cfg: TrainConfig, epoch: int, stage: Optional[dict] = None,

@@ -234,8 +234,7 @@ class Trainer:
         self.optimizer.load_state_dict(saved["optimizer"])
         self.state = TrainerState(**{k: v for k, v in saved["state"].items()
                                      if k in TrainerState.__dataclass_fields__})
-        # best/ can be newer and better than last/ (save_every > 1, or a kill between the two
-        # saves of an epoch): compare against it, or the next epoch overwrites a better model.
+        # best/ can be newer and better than last/ (a kill between the two saves of an epoch): compare against it, or the next epoch overwrites a better model.
         best = self.run_dir / "best"  # checked by open_run
         if best.exists():
             best_state = json.loads((best / STATE_FILE).read_text())
@@ -271,7 +270,7 @@ class Trainer:
             return load_lora_policy(init, last, trainable=True, **base)
         lm, tok = load_base(init, **base)
         settings = LoraSettings.from_dict(dict(
-            rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
+            rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=0.0,
             target_modules=cfg.lora_target_modules))
         return PolicyWithValue(apply_lora(lm, settings)), tok
 
@@ -397,7 +396,7 @@ class Trainer:
     def end_epoch(self, epoch: int, metrics: dict[str, Any]) -> None:
         """After an epoch: count it, evaluate on the validation games every ``eval_every``
         epochs and after the last (``best/``: the highest validation reward), log, keep
-        ``last/`` (every ``save_every`` epochs and at the end), print the epoch's line. The
+        ``last/`` (every epoch: what a resume continues from), print the epoch's line. The
         test games are never used to choose anything."""
         cfg = self.cfg
         self.state.epoch = epoch + 1
@@ -411,8 +410,7 @@ class Trainer:
         if score is not None and score > self.state.best_reward:
             self.state.best_reward, self.state.best_epoch = score, epoch
             self.save("best", metrics)
-        if (epoch + 1) % cfg.save_every == 0 or epoch + 1 == cfg.epochs:
-            self.save("last", metrics)
+        self.save("last", metrics)
         # one line per epoch whatever the bars do: a log file of a --no-progress run reads
         tqdm.write(self.epoch_line(epoch, metrics))
 
