@@ -158,24 +158,12 @@ class Wizard:
     choice = staticmethod(_choice)
 
 
-def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = DEFAULT_OUT,
-               accept_defaults: bool = False, *, overwrite: Optional[bool] = None,
-               cuda: Optional[bool] = None, task: Optional[str] = None) -> tuple[Path, Path]:
-    """Ask, validate, write ``out_dir/train_config.json`` and ``out_dir/env_config.json``.
-
-    ``ask(prompt) -> answer`` (``input``; an empty answer takes the default in brackets) and
-    ``say(text)`` (``print``) make it scriptable. ``accept_defaults``: no questions at all.
-    ``overwrite``: None asks before replacing existing files that differ (refuses with
-    ``accept_defaults``); True / False decide without asking. ``cuda``: None detects it
-    (``torch.cuda.is_available()``). ``task``: the game (None: asked, default password_game).
-    Returns the two paths written.
-    """
-    cuda = _cuda_available() if cuda is None else cuda
-
+def _question_fn(ask: Ask, say: Say, accept_defaults: bool) -> Callable[..., Any]:
+    """``question(prompt, default, parse, *, validate=None, shown=None)``: the answer (parsed,
+    then checked by ``validate``, which may raise ValueError); on a bad answer it says why and
+    asks again; with ``accept_defaults`` the default, unasked."""
     def question(prompt: str, default: Any, parse: Callable[[str], Any], *,
                  validate: Optional[Callable[[Any], Any]] = None, shown: Optional[str] = None):
-        """The answer (parsed, then checked by ``validate``, which may raise ValueError); on a
-        bad answer say why and ask again."""
         if accept_defaults:
             return default
         text = shown if shown is not None else (
@@ -196,23 +184,16 @@ def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = D
                 say(f"  {e}")
         raise ValueError(f"configure: no valid answer to {prompt!r} after {MAX_ATTEMPTS} tries")
 
-    def checked(cfg: TrainConfig, **changes: Any) -> TrainConfig:
-        """``cfg`` with ``changes`` (TrainConfig validates them: ValueError re-asks)."""
-        return cfg.replace(**changes)
+    return question
 
-    say("gamerl configure: PPO on a text game. Press Enter to take the [default].")
-    # -- the game, then the model: together they pick the preset the rest starts from
-    if task is None:
-        task = question(_game_question(), DEFAULT_TASK, _choice(game_choices()))
-    model = question("Model: tiny (embedded, CPU, minutes), Qwen/Qwen3-0.6B (GPU) or a model "
-                     "directory", "tiny", _parse_model)
-    cfg = default_config(model, task)
-    if model != "tiny":
-        warm = ("a warm start on the expert's games" if cfg.warmstart_demos == "expert"
-                else "a warm start" if cfg.warmstart else "no warm start")
-        say(f"  starting from the {cfg.preset} preset (lr {cfg.lr:g}, {warm}, "
-            "gradient checkpointing)")
-    # -- 4-bit weights
+
+def _checked(cfg: TrainConfig, **changes: Any) -> TrainConfig:
+    """``cfg`` with ``changes`` (TrainConfig validates them: ValueError re-asks)."""
+    return cfg.replace(**changes)
+
+
+def _ask_weights(cfg: TrainConfig, model: str, cuda: bool, question, say: Say) -> TrainConfig:
+    """4-bit loading (with a GPU) and LoRA with its rank."""
     if not cuda:
         say("  no CUDA GPU found (torch.cuda.is_available() is False): 4-bit loading "
             "(QLoRA, bitsandbytes) needs one, so load_in_4bit stays off"
@@ -225,59 +206,93 @@ def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = D
         four_bit = question("GPU found: load the model in 4 bits (QLoRA; saves GPU memory)?",
                             has_bnb and model != "tiny", _yes_no)
         if four_bit:
-            cfg = checked(cfg, lora=True, load_in_4bit=True)
+            cfg = _checked(cfg, lora=True, load_in_4bit=True)
             say("  4-bit weights cannot be trained directly: LoRA is on")
-    # -- LoRA
     if not cfg.load_in_4bit:
-        cfg = checked(cfg, lora=question("Train LoRA adapters (peft) instead of every weight?",
-                                         cfg.lora, _yes_no))
+        cfg = _checked(cfg, lora=question("Train LoRA adapters (peft) instead of every weight?",
+                                          cfg.lora, _yes_no))
     if cfg.lora:
         rank = question("LoRA rank", cfg.lora_rank, _int_at_least(1),
-                        validate=lambda r: checked(cfg, lora_rank=r))
-        cfg = checked(cfg, lora_rank=rank, lora_alpha=2 * rank)
-    # -- the game's own settings (its module's WizardQuestions.ask)
-    game = get_task(task).wizard
-    if game is not None and game.ask is not None:
-        cfg = game.ask(cfg, Wizard(question, say, checked))
-    # -- failure replay (every game: the task says how badly an episode went)
+                        validate=lambda r: _checked(cfg, lora_rank=r))
+        cfg = _checked(cfg, lora_rank=rank, lora_alpha=2 * rank)
+    return cfg
+
+
+def _ask_run(cfg: TrainConfig, question) -> TrainConfig:
+    """Failure replay, how long, the logging and where the run goes."""
     replay = question("Failure replay: replay 30% of each epoch's games from recent "
                       "failures?", cfg.replay_fraction > 0, _yes_no)
-    cfg = checked(cfg, replay_fraction=0.3 if replay else 0.0)
-    # -- how long
-    cfg = checked(cfg, epochs=question("Epochs", cfg.epochs, _int_at_least(0),
-                                       validate=lambda n: checked(cfg, epochs=n)))
-    cfg = checked(cfg, episodes_per_epoch=question(
+    cfg = _checked(cfg, replay_fraction=0.3 if replay else 0.0)
+    cfg = _checked(cfg, epochs=question("Epochs", cfg.epochs, _int_at_least(0),
+                                        validate=lambda n: _checked(cfg, epochs=n)))
+    cfg = _checked(cfg, episodes_per_epoch=question(
         "Episodes per epoch", cfg.episodes_per_epoch, _int_at_least(2),
-        validate=lambda n: checked(cfg, episodes_per_epoch=n)))
-    # -- logging and where the run goes
-    cfg = checked(cfg, wandb_mode=question(
+        validate=lambda n: _checked(cfg, episodes_per_epoch=n)))
+    cfg = _checked(cfg, wandb_mode=question(
         "Weights & Biases: offline, online or disabled (disabled: a local tensorboard log)",
         cfg.wandb_mode, _choice(("offline", "online", "disabled"))))
     run_dir = question("Run directory for checkpoints (auto: checkpoints/<preset>-<time>)", None,
                        lambda a: None if a.lower() in ("auto", "none", "null") else a,
                        shown="auto")
-    cfg = checked(cfg, out_dir=run_dir)
+    return _checked(cfg, out_dir=run_dir)
 
-    # -- write
-    out = Path(out_dir)
+
+def _where_to_write(cfg: TrainConfig, out: Path, overwrite: Optional[bool],
+                    accept_defaults: bool, question) -> Path:
+    """The directory to write to: ``out``, unless files there differ and the user (or
+    ``overwrite``) says not to replace them; WizardCancelled when nowhere."""
     while True:
         train_path, env_path = out / TRAIN_FILE, out / ENV_FILE
         train, env = config_to_json(cfg)
         differ = [p for p, obj in ((train_path, train), (env_path, env))
                   if p.exists() and p.read_text() != dumps(obj)]
         if not differ or overwrite is True:
-            break
+            return out
         names = " and ".join(str(p) for p in differ)
         exist = "exists" if len(differ) == 1 else "exist"
         if overwrite is False or (overwrite is None and accept_defaults):
             raise WizardCancelled(f"configure: {names} already {exist} with other content; not "
                                   "overwritten (--force to replace)")
         if question(f"{names} already {exist}. Overwrite?", False, _yes_no):
-            break
+            return out
         other = question("Write to which directory instead? (empty: cancel)", "", str, shown="")
         if not other:
             raise WizardCancelled("configure: cancelled; nothing written")
         out = Path(other)
+
+
+def run_wizard(ask: Ask = input, say: Say = print, out_dir: Union[str, Path] = DEFAULT_OUT,
+               accept_defaults: bool = False, *, overwrite: Optional[bool] = None,
+               cuda: Optional[bool] = None, task: Optional[str] = None) -> tuple[Path, Path]:
+    """Ask, validate, write ``out_dir/train_config.json`` and ``out_dir/env_config.json``.
+
+    ``ask(prompt) -> answer`` (``input``; an empty answer takes the default in brackets) and
+    ``say(text)`` (``print``) make it scriptable. ``accept_defaults``: no questions at all.
+    ``overwrite``: None asks before replacing existing files that differ (refuses with
+    ``accept_defaults``); True / False decide without asking. ``cuda``: None detects it
+    (``torch.cuda.is_available()``). ``task``: the game (None: asked, default password_game).
+    Returns the two paths written.
+    """
+    cuda = _cuda_available() if cuda is None else cuda
+    question = _question_fn(ask, say, accept_defaults)
+    say("gamerl configure: PPO on a text game. Press Enter to take the [default].")
+    # the game, then the model: together they pick the preset the rest starts from
+    if task is None:
+        task = question(_game_question(), DEFAULT_TASK, _choice(game_choices()))
+    model = question("Model: tiny (embedded, CPU, minutes), Qwen/Qwen3-0.6B (GPU) or a model "
+                     "directory", "tiny", _parse_model)
+    cfg = default_config(model, task)
+    if model != "tiny":
+        warm = ("a warm start on the expert's games" if cfg.warmstart_demos == "expert"
+                else "a warm start" if cfg.warmstart else "no warm start")
+        say(f"  starting from the {cfg.preset} preset (lr {cfg.lr:g}, {warm}, "
+            "gradient checkpointing)")
+    cfg = _ask_weights(cfg, model, cuda, question, say)
+    game = get_task(task).wizard  # the game's own settings (its module's WizardQuestions.ask)
+    if game is not None and game.ask is not None:
+        cfg = game.ask(cfg, Wizard(question, say, _checked))
+    cfg = _ask_run(cfg, question)
+    out = _where_to_write(cfg, Path(out_dir), overwrite, accept_defaults, question)
     train_path, env_path = write_run_config(cfg, out)
     say(f"wrote {train_path} and {env_path}")
     command = ["python", "-m", "gamerl", "train", "--task", task, "--config", str(train_path)]
