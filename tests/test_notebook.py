@@ -55,6 +55,22 @@ def test_notebook_is_committed_without_outputs():
             assert cell.outputs == [] and cell.execution_count is None, cell.source[:80]
 
 
+def test_the_executed_copy_is_this_notebook_run():
+    """docs/notebook_cpu_run.ipynb (bench/notebook_copy.py) shows what these cells print: the
+    same code, every cell run without an error, the figures inline. A change to a code cell
+    fails this until the copy is made again."""
+    copy = nbformat.read(ROOT / "docs" / "notebook_cpu_run.ipynb", as_version=4)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    code = [c for c in copy.cells if c.cell_type == "code"]
+    assert [c.source for c in code] == [c.source for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count is not None for c in code)
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    images = [o for c in code for o in c.outputs if "image/png" in o.get("data", {})]
+    assert len(images) >= 4  # the live curves and the three saved figures
+    assert "python bench/notebook_copy.py" in copy.cells[0].source
+    assert re.search(r"^trained\s+\d", "".join(_text(c) for c in code), re.M)
+
+
 def run_notebook(tmp_path, monkeypatch, cell_timeout: int = 600, **env):
     out = tmp_path / "run"
     for name, value in {"GAMERL_NB_FAST": "1", "GAMERL_NB_EPOCHS": "2",
