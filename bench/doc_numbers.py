@@ -449,6 +449,72 @@ def cmd_spread(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------- every preset
+
+PRESETS_BLOCK = "presets"
+
+
+def _headline(summaries: list[dict], stage: str) -> str:
+    """``stage``'s row over the runs (the mean): the game's headline number, then success."""
+    from gamerl.games import get_task
+
+    config = summaries[0]["config"]
+    task = get_task(config.get("task", "password_game"))
+    columns = {c.key: c for c in task.report_columns}
+    rows = [s[stage] for s in summaries]
+    cells = []
+    for key in [*task.headline, "success_rate"]:
+        values = [r[key] for r in rows if key in r]
+        if values and key in columns:
+            words = "won" if key == "success_rate" else columns[key].title().split(" (")[0]
+            cells.append(f"{columns[key].fmt.format(sum(values) / len(values))} {words}")
+    return ", ".join(cells)
+
+
+def presets_table(groups: list[list[dict]]) -> str:
+    """One row per preset (each group: the kept runs of one command over seeds): the command,
+    its test games, the headline numbers after the warm start and after PPO (means over the
+    runs); under it one line with the commits, dates and machines of every row."""
+    lines = ["| command | test games | after the warm start | after PPO |", "|---|---|---|---|"]
+    commits, dates, hosts = [], set(), set()
+    for summaries in groups:
+        config = summaries[0]["config"]
+        task = config.get("task", "password_game")
+        game = f"{config['num_rules']} rules" if task == "password_game" else task.capitalize()
+        distinct = summaries[0].get("distinct_test_games")
+        seeds = "/".join(str(s["config"]["seed"]) for s in summaries)
+        command = (f"--preset {config['preset']}" + ("" if task == "password_game" else
+                                                      f" --task {task}")
+                   + f" --seed {seeds}{preset_overrides(config)}")
+        lines.append(f"| `{command}` | {summaries[0]['final']['episodes']} of {game}"
+                     + (f" ({distinct} distinct)" if distinct else "") + " | "
+                     f"{_headline(summaries, 'baseline')} | {_headline(summaries, 'final')} |")
+        commits.append(f"{config['preset']}{'' if task == 'password_game' else ' ' + task} "
+                       + ", ".join(f"`{(s.get('git_commit') or '?')[:7]}`" for s in summaries))
+        dates |= {s.get("finished", "?") for s in summaries}
+        hosts |= {f"{s.get('host', {}).get('cpu', '?')}, {s.get('host', {}).get('cpu_count')} "
+                  "cores" for s in summaries}
+    return ("\n".join(lines) + "\n\n`python -m gamerl train` with the command shown; commits: "
+            + "; ".join(commits) + f"; {' to '.join(dict.fromkeys([min(dates), max(dates)]))}; "
+            + "; ".join(sorted(hosts)) + ".\n")
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    groups = [[json.loads(_summary_file(f).read_text()) for f in group.split(",")]
+              for group in args.groups]
+    body = presets_table(groups)
+    if not args.write:
+        print(body, end="")
+        return 0
+    command = f"python bench/doc_numbers.py presets {' '.join(args.groups)} --write"
+    text = re.sub(rf"<!-- {PRESETS_BLOCK}:begin[^>]*-->",
+                  f"<!-- {PRESETS_BLOCK}:begin: written by `{command}`; do not edit by hand -->",
+                  README.read_text(), count=1)
+    README.write_text(replace_block(text, PRESETS_BLOCK, body))
+    print(f"wrote the {PRESETS_BLOCK} block of {README}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -469,6 +535,11 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--write", nargs="+", metavar=("BLOCK", "DOC"),
                    help="write the table into the block BLOCK of each DOC")
     s.set_defaults(fn=cmd_spread)
+    r = sub.add_parser("presets", help="README's table: a row per preset, each from its kept "
+                                       "runs")
+    r.add_argument("groups", nargs="+", help="the runs of one preset, comma-separated")
+    r.add_argument("--write", action="store_true", help="into README.md")
+    r.set_defaults(fn=cmd_presets)
     k = sub.add_parser("keep", help="a run's summary.json as bench/results/NAME.json")
     k.add_argument("run_dir")
     k.add_argument("name")

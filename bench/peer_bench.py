@@ -43,7 +43,7 @@ What is matched (both sides get the same values from one TrainConfig, ``bench_co
 
 What is not the same, by design of each trainer (this is what the benchmark measures):
 ours scores under the sampling's top-k/top-p support and runs the trunk once over the prompt a
-group shares (``share_prefix``); ours always scores the batch (old log-probs and values, the
+group shares (``gamerl.core.prefix_share``); ours always scores the batch (old log-probs and values, the
 reference's log-probs) in a no-grad pass before the update, while TRL with ``--ppo-epochs 1``
 (``num_iterations=1``) takes the old log-probs from its update pass (the ratio is 1 by
 construction) and runs no such pass: at the default ``--ppo-epochs 1`` our time per step

@@ -194,3 +194,16 @@ def test_a_results_table_is_what_its_run_files_give(path, name, files):
         f"{path.relative_to(ROOT)}'s {name} block differs from {files}: "
         f"python bench/doc_numbers.py spread {' '.join(files)} --write {name} "
         f"{path.relative_to(ROOT)}")
+
+
+def test_the_readme_presets_table_is_what_its_run_files_give():
+    """README's one-row-per-preset table: each row from its kept runs, the files named in the
+    block's begin marker (rewrite it with that command when they change)."""
+    text = README.read_text()
+    m = re.search(r"<!-- presets:begin: written by `python bench/doc_numbers.py presets "
+                  r"([^`]*) --write`", text)
+    assert m, "README.md has no presets block written by bench/doc_numbers.py presets"
+    groups = [[json.loads((ROOT / f).read_text()) for f in group.split(",")]
+              for group in m.group(1).split()]
+    assert {g[0]["config"]["preset"] for g in groups} >= {"smollm2-135m-r12", "smollm2-135m"}
+    assert doc_numbers.read_block(text, "presets") == doc_numbers.presets_table(groups)
