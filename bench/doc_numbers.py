@@ -438,15 +438,19 @@ def cmd_spread(args: argparse.Namespace) -> int:
         return 0
     block, docs = args.write[0], args.write[1:]
     for doc in map(Path, docs):
-        # the begin marker names the files, so a reader (and tests/test_docs.py) can redo it
-        command = (f"python bench/doc_numbers.py spread {' '.join(args.run_dirs)} --write "
-                   f"{block} {doc.as_posix()}")
-        text = re.sub(rf"<!-- {block}:begin[^>]*-->",
-                      f"<!-- {block}:begin: written by `{command}`; do not edit by hand -->",
-                      doc.read_text(), count=1)
-        doc.write_text(replace_block(text, block, body))
-        print(f"wrote the {block} block of {doc}")
+        write_block(doc, block, body, f"python bench/doc_numbers.py spread "
+                                      f"{' '.join(args.run_dirs)} --write {block} {doc.as_posix()}")
     return 0
+
+
+def write_block(doc: Path, block: str, body: str, command: str) -> None:
+    """``body`` into ``doc``'s block, its begin marker naming the ``command`` that wrote it, so
+    a reader (and tests/test_docs.py) can redo it."""
+    text = re.sub(rf"<!-- {block}:begin[^>]*-->",
+                  f"<!-- {block}:begin: written by `{command}`; do not edit by hand -->",
+                  doc.read_text(), count=1)
+    doc.write_text(replace_block(text, block, body))
+    print(f"wrote the {block} block of {doc}")
 
 
 # ----------------------------------------------------------------------------- every preset
@@ -506,12 +510,8 @@ def cmd_presets(args: argparse.Namespace) -> int:
     if not args.write:
         print(body, end="")
         return 0
-    command = f"python bench/doc_numbers.py presets {' '.join(args.groups)} --write"
-    text = re.sub(rf"<!-- {PRESETS_BLOCK}:begin[^>]*-->",
-                  f"<!-- {PRESETS_BLOCK}:begin: written by `{command}`; do not edit by hand -->",
-                  README.read_text(), count=1)
-    README.write_text(replace_block(text, PRESETS_BLOCK, body))
-    print(f"wrote the {PRESETS_BLOCK} block of {README}")
+    write_block(README, PRESETS_BLOCK, body,
+                f"python bench/doc_numbers.py presets {' '.join(args.groups)} --write")
     return 0
 
 
