@@ -515,6 +515,45 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------- the peer benchmark
+
+def peer_table(result: dict, path: str) -> str:
+    """A ``bench/peer_bench.py --json`` file as a table (time per optimizer step, tokens per
+    second, peak memory), the ratio, and the command, date and machine under it."""
+    lines = ["| row | time / optimizer step | generated tok/s | trained tok/s | peak RSS |",
+             "|---|---|---|---|---|"]
+    for row in result["rows"]:
+        if "error" in row:
+            lines.append(f"| {row['label']} | not run | | | |")
+            continue
+        s = row["summary"]
+        lines.append(f"| {row['label']} | {s['seconds_per_step']:.2f} s | "
+                     f"{s['gen_tokens_per_s']:,.0f} | {s['trained_tokens_per_s']:,.0f} | "
+                     f"{row['peak_rss_mib']:,.0f} MiB |")
+    args, machine = result["args"], result["machine"]
+    options = "".join(f" --{k.replace('_', '-')} {v}" for k, v in args.items()
+                      if k in ("ppo_epochs", "rounds", "prompts", "group_size") and v != {
+                          "ppo_epochs": 1, "rounds": 4, "prompts": 4, "group_size": 4}[k])
+    ratio = result["peer_ratio"]["single_turn"]
+    return ("\n".join(lines) + f"\n\nTRL's time per optimizer step over ours: **{ratio:.2f}**. "
+            f"`python bench/peer_bench.py{options} --json {path}`; "
+            + (f"commit `{machine['git_commit'][:7]}`; " if machine.get("git_commit") else "")
+            + f"{result['date'][:10]}; "
+            f"{machine.get('cpu', 'CPU not recorded')}, {machine['cpu_count']} cores, "
+            f"torch {machine['torch']}.\n")
+
+
+def cmd_peer(args: argparse.Namespace) -> int:
+    body = peer_table(json.loads(Path(args.result).read_text()), args.result)
+    if not args.write:
+        print(body, end="")
+        return 0
+    block, doc = args.write
+    write_block(Path(doc), block, body,
+                f"python bench/doc_numbers.py peer {args.result} --write {block} {doc}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -540,6 +579,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("groups", nargs="+", help="the runs of one preset, comma-separated")
     r.add_argument("--write", action="store_true", help="into README.md")
     r.set_defaults(fn=cmd_presets)
+    p = sub.add_parser("peer", help="a peer_bench.py result file as a table")
+    p.add_argument("result")
+    p.add_argument("--write", nargs=2, metavar=("BLOCK", "DOC"))
+    p.set_defaults(fn=cmd_peer)
     k = sub.add_parser("keep", help="a run's summary.json as bench/results/NAME.json")
     k.add_argument("run_dir")
     k.add_argument("name")

@@ -14,8 +14,12 @@ import torch
 
 
 def machine_info(**extra: Any) -> dict[str, Any]:
-    """Platform, Python, torch, CPU count and threads, the GPU's name (or None), plus ``extra``."""
-    return {"platform": platform.platform(), "python": platform.python_version(),
+    """Platform, the CPU model, Python, torch, CPU count and threads, the GPU's name (or None),
+    the code's commit, plus ``extra``."""
+    from gamerl.runs.code_version import code_version, cpu_model
+
+    return {"platform": platform.platform(), "cpu": cpu_model(), **code_version(),
+            "python": platform.python_version(),
             "torch": torch.__version__, "cpu_count": os.cpu_count(),
             "torch_threads": torch.get_num_threads(),
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, **extra}

@@ -207,3 +207,11 @@ def test_the_readme_presets_table_is_what_its_run_files_give():
               for group in m.group(1).split()]
     assert {g[0]["config"]["preset"] for g in groups} >= {"smollm2-135m-r12", "smollm2-135m"}
     assert doc_numbers.read_block(text, "presets") == doc_numbers.presets_table(groups)
+
+
+def test_the_peer_benchmark_table_is_what_its_result_file_gives():
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    m = re.search(r"<!-- peer-bench:begin: written by `python bench/doc_numbers.py peer (\S+) ", text)
+    assert m, "docs/benchmarks.md has no peer-bench block written by bench/doc_numbers.py peer"
+    result = json.loads((ROOT / m.group(1)).read_text())
+    assert doc_numbers.read_block(text, "peer-bench") == doc_numbers.peer_table(result, m.group(1))
