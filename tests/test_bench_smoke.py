@@ -28,6 +28,20 @@ def test_env_bench_quick(tmp_path):
     assert result["http_batch"]["checks_per_s"] > 0
 
 
+@pytest.mark.slow
+def test_bottom_states_bench_quick(tmp_path):
+    """``bench/bottom_states_bench.py --quick``: keeping the bottom's states samples the same
+    episodes, and scoring from them gives the numbers of a scoring that runs the bottom."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "bottom_states_bench.py"),
+                           "--quick", "--json", str(out)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert result["same_episodes"] and result["episodes"] == 8
+    assert max(result["largest_difference"].values()) < 1e-4
+
+
 def _rollout_options_bench(tmp_path, *args: str) -> dict:
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "rollout_options_bench.py"),

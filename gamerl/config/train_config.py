@@ -40,7 +40,8 @@ class NetworkSettings:
     attn_implementation: Optional[str] = None  # None: flash_attention_2 if installed, else sdpa
     gradient_checkpointing: bool = False  # trade compute for memory in the PPO forward/backward
     # Train only the last N decoder layers (+ final norm, value head); the frozen layers below
-    # run once per epoch, at scoring, and the updates only the top N. None: every layer trains.
+    # run in the rollout only (scoring keeps their output), the updates run the top N. None:
+    # every layer trains.
     trainable_layers: Optional[int] = None
 
 

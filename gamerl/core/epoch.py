@@ -55,6 +55,7 @@ from . import ppo
 from ..config.train_config import TrainConfig
 from ..games.registry import get_task
 from ..models import PolicyWithValue, unwrap_lm
+from .bottom_states import batch_states, boundary_layer, forget
 from .forward import forward_policy, reference_logprobs
 from .scoring import Sampling
 from .rollout import Episode, LMPolicy, RolloutConfig, TokenBatch, episodes_to_batch, rollout
@@ -135,14 +136,29 @@ class PPOBatch:
 
 def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
             make_env: Callable[..., Any], cfg: TrainConfig) -> PPOBatch:
-    """Play one episode per instance (seed) with the current policy, then score every token:
-    old log-probs and values (deriving each token's sampling support), and the reference's
-    log-probs over the same supports."""
+    """Play one episode per instance (seed) with the current policy, then score every token
+    (``score_episodes``)."""
     t0 = time.time()
     rcfg = RolloutConfig.from_train_config(cfg)
-    episodes = rollout(LMPolicy(policy.lm, tokenizer, rcfg), tokenizer, seeds, make_env, rcfg,
+    split = getattr(policy, "split", None)
+    # the frozen bottom's output, kept by the rollout: scoring runs only the top layers
+    layer = None if split is None else boundary_layer(policy.lm, split.n_top)
+    episodes = rollout(LMPolicy(policy.lm, tokenizer, rcfg, bottom_states_layer=layer),
+                       tokenizer, seeds, make_env, rcfg,
                        progress="rollout" if cfg.progress else None)
-    t1 = time.time()
+    batch = score_episodes(policy, reference, tokenizer, episodes, seeds, cfg)
+    batch.rollout_seconds = time.time() - t0 - batch.score_seconds
+    return batch
+
+
+def score_episodes(policy: PolicyWithValue, reference, tokenizer, episodes: list[Episode],
+                   seeds: list[Any], cfg: TrainConfig) -> PPOBatch:
+    """Score every token of played episodes: old log-probs and values (deriving each token's
+    sampling support), and the reference's log-probs over the same supports. With
+    ``policy.split`` the frozen bottom's output is the one the rollout kept
+    (``gamerl.core.bottom_states``), else it runs here, once per scoring batch."""
+    t0 = time.time()
+    split = getattr(policy, "split", None)
     tb: TokenBatch = episodes_to_batch(episodes, tokenizer.pad_token_id).to(policy.device)
     sampling = Sampling.from_config(cfg)
     old_logprobs, old_values, ref_logprobs, supports, caches, last = [], [], [], [], [], []
@@ -152,16 +168,19 @@ def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
         for s in range(0, len(episodes), cfg.score_batch_size):
             rows = slice(s, s + cfg.score_batch_size)
             ids, am, m = tb.input_ids[rows], tb.attention_mask[rows], tb.mask[rows]
-            old = forward_policy(policy, ids, am, sampling, mask=m, derive_support=True)
+            kept = None if split is None else batch_states(episodes[rows], ids, am, m)
+            old = forward_policy(policy, ids, am, sampling, mask=m, derive_support=True,
+                                 trunk_input=kept)
+            bottom = kept if kept is not None else old.trunk_cache
             old_logprobs.append(old.logprobs)
             old_values.append(old.values)
             last.append(old.last_values)
             supports.append(old.support)
-            caches.append(old.trunk_cache)
+            caches.append(bottom)
             ref_logprobs.append(reference_logprobs(reference, ids, am, sampling, mask=m,
-                                                   support=old.support,
-                                                   trunk_input=old.trunk_cache,
+                                                   support=old.support, trunk_input=bottom,
                                                    n_top=cfg.trainable_layers))
+    forget(episodes)
     policy.train(was_training)
     support = torch.cat(supports) if supports[0] is not None else None
     truncated = torch.tensor([ep.context_exhausted for ep in episodes], device=policy.device)
@@ -174,7 +193,7 @@ def collect(policy: PolicyWithValue, reference, tokenizer, seeds: list[Any],
         support_index=None if support is None else support_rows(tb.mask),
         trunk_cache=torch.cat(caches) if caches[0] is not None else None,
         group_ids=group_ids(seeds).to(policy.device), bootstrap_values=bootstrap,
-        rollout_seconds=t1 - t0, score_seconds=time.time() - t1, dtype=unwrap_lm(policy.lm).dtype)
+        score_seconds=time.time() - t0, dtype=unwrap_lm(policy.lm).dtype)
 
 
 def support_rows(mask: torch.Tensor) -> torch.Tensor:

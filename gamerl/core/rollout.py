@@ -42,7 +42,7 @@ The action in an answer is the task's ``extract`` (every game uses the rule of
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Optional, Protocol, Sequence
 
@@ -58,7 +58,8 @@ from ..models.kv_cache import CACHE_ARG, cache_of, fixed_cache, plain_cache
 from .decode import sample_turn
 from .scoring import Sampling, SampledLogprobs, sampling_processors
 from .sessions import EpisodeLost
-from .turn_cache import TurnCache, left_pad, prefill_shared_prefix
+from .bottom_states import keep_on_episodes, record_bottom_states
+from .turn_cache import TurnCache, call_mask, left_pad, prefill_shared_prefix
 
 log = logging.getLogger("gamerl")
 
@@ -142,6 +143,9 @@ class Episode:
     # (its policy mask is zeroed), left out of every average. replays: sessions rebuilt.
     lost: bool = False
     replays: int = 0
+    # (states [n, H], the n tokens they are of): the frozen bottom's output over the episode's
+    # first n tokens, kept by a training rollout for scoring (gamerl.core.bottom_states)
+    bottom_states: Optional[tuple[torch.Tensor, list[int]]] = field(default=None, repr=False)
 
     @property
     def total_reward(self) -> float:
@@ -262,8 +266,12 @@ class LMPolicy:
     (scoring.score_tokens), one ``[B, V]`` row in memory at a time.
     """
 
-    def __init__(self, lm, tokenizer, cfg: RolloutConfig):
+    def __init__(self, lm, tokenizer, cfg: RolloutConfig,
+                 bottom_states_layer: Optional[int] = None):
         self.lm, self.tokenizer, self.cfg = lm, tokenizer, cfg
+        # keep this decoder layer's output on the episodes (gamerl.core.bottom_states): the
+        # frozen bottom's, which training's scoring then need not compute again
+        self.bottom_states_layer = bottom_states_layer
         self.stop_ids = stop_token_ids(lm, tokenizer)
         self.generate_calls = 0
         self.turn_cache: Optional[TurnCache] = None  # the last call's, for the next turn
@@ -381,19 +389,25 @@ class LMPolicy:
     def __call__(self, contexts: list[list[int]], episodes: list[Episode]) -> list[Answer]:
         was_training = self.lm.training
         self.lm.eval()  # the shared-prefix pass and decoding both run in eval mode
+        layer = None if self.cfg.cuda_graphs else self.bottom_states_layer
         try:
-            if self.cfg.cuda_graphs:  # a static cache, whole contexts: nothing to carry over
-                sequences, mask, recorded = self._generate_on_graphs(contexts)
-                cache = None
-            else:
-                sequences, mask, cache, recorded = self._decode(contexts, episodes)
+            with record_bottom_states(self.lm, layer) if layer is not None else nullcontext():
+                if self.cfg.cuda_graphs:  # a static cache, whole contexts: nothing to carry over
+                    sequences, mask, recorded = self._generate_on_graphs(contexts)
+                    cache = None
+                else:
+                    sequences, mask, cache, recorded = self._decode(contexts, episodes)
         finally:
             self.lm.train(was_training)
         self.generate_calls += 1
         answers = self._answers(sequences[:, mask.shape[1]:], recorded)
+        answer_ids = [a.token_ids for a in answers]
+        if layer is not None and cache is not None:
+            keep_on_episodes(cache, call_mask(mask, sequences, answer_ids), contexts, answer_ids,
+                             episodes)
         if self.cfg.reuse_kv_cache and cache is not None:
-            self.turn_cache = TurnCache.after_generate(
-                episodes, contexts, [a.token_ids for a in answers], mask, sequences, cache)
+            self.turn_cache = TurnCache.after_generate(episodes, contexts, answer_ids, mask,
+                                                       sequences, cache)
         return answers
 
     def _answers(self, new: torch.Tensor, recorded: Optional[torch.Tensor]) -> list[Answer]:

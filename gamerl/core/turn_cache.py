@@ -109,6 +109,17 @@ def reusable(past: Any) -> bool:
             and all(is_plain_layer(layer) and layer.is_initialized for layer in past.layers))
 
 
+def call_mask(in_mask: torch.Tensor, sequences: torch.Tensor,
+              answers: Sequence[Sequence[int]]) -> torch.Tensor:
+    """``[B, W_in + G]`` 1 on a finished call's real tokens: the input's, then each row's answer
+    (its first ``len(answers[i])`` generated columns; the pads after its stop token are 0)."""
+    gen = torch.zeros((len(answers), sequences.shape[1] - in_mask.shape[1]), dtype=in_mask.dtype,
+                      device=in_mask.device)
+    for i, answer in enumerate(answers):
+        gen[i, :len(answer)] = 1
+    return torch.cat([in_mask, gen], dim=1)
+
+
 @dataclass
 class TurnCache:
     """What one ``generate`` call leaves for the next turn.
@@ -139,12 +150,8 @@ class TurnCache:
             return None
         if past.get_seq_length() != sequences.shape[1] - 1:
             return None
-        gen = torch.zeros((len(answers), sequences.shape[1] - in_mask.shape[1]), dtype=in_mask.dtype,
-                          device=in_mask.device)
-        for i, answer in enumerate(answers):
-            gen[i, :len(answer)] = 1
         return cls(episodes=list(episodes), tokens=[list(c) + list(a) for c, a in zip(contexts, answers)],
-                   ids=sequences, mask=torch.cat([in_mask, gen], dim=1), past=past)
+                   ids=sequences, mask=call_mask(in_mask, sequences, answers), past=past)
 
     def extend(self, contexts: Sequence[list[int]], episodes: Sequence[Any],
                pad_id: int) -> Optional[tuple[torch.Tensor, torch.Tensor, Any]]:

@@ -94,9 +94,11 @@ def _trunk_view(trunk: nn.Module, layers: list[nn.Module], norm: bool) -> nn.Mod
 class SplitTrunk:
     """A decoder cut in two: ``bottom`` (embeddings and the first layers, frozen) and ``top``
     (the last ``n_top`` layers and the final norm, trained). The bottom's output for a batch
-    never changes during an epoch's updates, so the trainer runs it once, when scoring, keeps
-    it, and every update pass (and the reference's, whose bottom is the same frozen weights)
-    runs only the top: n_top / L of a full pass (``TrainConfig.trainable_layers``)."""
+    never changes during an epoch's updates, so the trainer keeps what the rollout computed
+    (``gamerl.core.bottom_states``; where that is missing it runs the bottom once, when
+    scoring), and every scoring and update pass (and the reference's, whose bottom is the same
+    frozen weights) runs only the top: n_top / L of a full pass
+    (``TrainConfig.trainable_layers``)."""
 
     bottom: nn.Module
     top: nn.Module
