@@ -416,14 +416,20 @@ def stamp_line(summaries: list[dict]) -> str:
     commits = sorted({(s.get("git_commit") or "?")[:7] + (" plus uncommitted changes"
                                                        if s.get("git_dirty") else "")
                       for s in summaries})
-    dates = sorted({s.get("finished", "?") for s in summaries})
-    hosts = sorted({f"{s.get('host', {}).get('cpu', '?')}, {s.get('host', {}).get('cpu_count')}"
-                    " cores" for s in summaries})
+    dates, hosts = dates_and_hosts(summaries)
     return (f"`python -m gamerl train --preset {config.get('preset')}{task} --seed "
             f"{'/'.join(map(str, seeds))}{preset_overrides(config)}`"
             f"{' (one run)' if len(summaries) == 1 else ''}; "
-            f"commit {', '.join(f'`{c}`' for c in commits)}; "
-            f"{' to '.join(dict.fromkeys([dates[0], dates[-1]]))}; {'; '.join(hosts)}.\n")
+            f"commit {', '.join(f'`{c}`' for c in commits)}; {dates}; {hosts}.\n")
+
+
+def dates_and_hosts(summaries: list[dict]) -> tuple[str, str]:
+    """``("2026-12-06 to 2026-12-07", "CPU, 2 cores; ...")``: when the runs finished and on
+    which machines."""
+    dates = sorted({s.get("finished", "?") for s in summaries})
+    hosts = sorted({f"{s.get('host', {}).get('cpu', '?')}, {s.get('host', {}).get('cpu_count')}"
+                    " cores" for s in summaries})
+    return " to ".join(dict.fromkeys([dates[0], dates[-1]])), "; ".join(hosts)
 
 
 def cmd_spread(args: argparse.Namespace) -> int:
@@ -480,7 +486,7 @@ def presets_table(groups: list[list[dict]]) -> str:
     its test games, the headline numbers after the warm start and after PPO (means over the
     runs); under it one line with the commits, dates and machines of every row."""
     lines = ["| command | test games | after the warm start | after PPO |", "|---|---|---|---|"]
-    commits, dates, hosts = [], set(), set()
+    commits = []
     for summaries in groups:
         config = summaries[0]["config"]
         task = config.get("task", "password_game")
@@ -495,12 +501,9 @@ def presets_table(groups: list[list[dict]]) -> str:
                      f"{_headline(summaries, 'baseline')} | {_headline(summaries, 'final')} |")
         commits.append(f"{config['preset']}{'' if task == 'password_game' else ' ' + task} "
                        + ", ".join(f"`{(s.get('git_commit') or '?')[:7]}`" for s in summaries))
-        dates |= {s.get("finished", "?") for s in summaries}
-        hosts |= {f"{s.get('host', {}).get('cpu', '?')}, {s.get('host', {}).get('cpu_count')} "
-                  "cores" for s in summaries}
+    dates, hosts = dates_and_hosts([s for summaries in groups for s in summaries])
     return ("\n".join(lines) + "\n\n`python -m gamerl train` with the command shown; commits: "
-            + "; ".join(commits) + f"; {' to '.join(dict.fromkeys([min(dates), max(dates)]))}; "
-            + "; ".join(sorted(hosts)) + ".\n")
+            + "; ".join(commits) + f"; {dates}; {hosts}.\n")
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
@@ -531,9 +534,10 @@ def peer_table(result: dict, path: str) -> str:
                      f"{s['gen_tokens_per_s']:,.0f} | {s['trained_tokens_per_s']:,.0f} | "
                      f"{row['peak_rss_mib']:,.0f} MiB |")
     args, machine = result["args"], result["machine"]
+    defaults = vars(_peer_bench().build_parser().parse_args([]))
     options = "".join(f" --{k.replace('_', '-')} {v}" for k, v in args.items()
-                      if k in ("ppo_epochs", "rounds", "prompts", "group_size") and v != {
-                          "ppo_epochs": 1, "rounds": 4, "prompts": 4, "group_size": 4}[k])
+                      if k in ("ppo_epochs", "rounds", "prompts", "group_size")
+                      and v != defaults[k])
     ratio = result["peer_ratio"]["single_turn"]
     return ("\n".join(lines) + f"\n\nTRL's time per optimizer step over ours: **{ratio:.2f}**. "
             f"`python bench/peer_bench.py{options} --json {path}`; "
@@ -541,6 +545,17 @@ def peer_table(result: dict, path: str) -> str:
             + f"{result['date'][:10]}; "
             f"{machine.get('cpu', 'CPU not recorded')}, {machine['cpu_count']} cores, "
             f"torch {machine['torch']}.\n")
+
+
+def _peer_bench():
+    """bench/peer_bench.py as a module (its command line's defaults)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("peer_bench", ROOT / "bench" / "peer_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("peer_bench", module)  # its dataclasses look themselves up there
+    spec.loader.exec_module(module)
+    return module
 
 
 def cmd_peer(args: argparse.Namespace) -> int:

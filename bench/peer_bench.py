@@ -476,7 +476,8 @@ def trl_available() -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (``bench/doc_numbers.py peer`` reads its defaults)."""
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
@@ -504,7 +505,11 @@ def main(argv: list[str] | None = None) -> int:
     # The child's arguments (run_side).
     parser.add_argument("--side", choices=("ours", "trl"), help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.side:
         return run_side(args)
 
