@@ -12,6 +12,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _quick_bench(tmp_path, script: str, *args: str) -> dict:
+    """``bench/SCRIPT --quick --json FILE ARGS``'s result file, after a clean exit."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--quick", "--json",
+                           str(out), *args], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(out.read_text())
+
+
 @pytest.mark.slow
 def test_env_bench_quick(tmp_path):
     out = tmp_path / "bench.json"
@@ -32,23 +42,13 @@ def test_env_bench_quick(tmp_path):
 def test_bottom_states_bench_quick(tmp_path):
     """``bench/bottom_states_bench.py --quick``: keeping the bottom's states samples the same
     episodes, and scoring from them gives the numbers of a scoring that runs the bottom."""
-    out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "bottom_states_bench.py"),
-                           "--quick", "--json", str(out)], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads(out.read_text())
+    result = _quick_bench(tmp_path, "bottom_states_bench.py")
     assert result["same_episodes"] and result["episodes"] == 8
     assert max(result["largest_difference"].values()) < 1e-4
 
 
 def _rollout_options_bench(tmp_path, *args: str) -> dict:
-    out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "rollout_options_bench.py"),
-                           "--quick", "--json", str(out), *args], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return json.loads(out.read_text())
+    return _quick_bench(tmp_path, "rollout_options_bench.py", *args)
 
 
 @pytest.mark.slow
@@ -104,12 +104,7 @@ def test_preset_phases_bench_tiny(tmp_path):
 def test_rollout_memory_bench_quick(tmp_path):
     """``bench/rollout_memory.py --quick`` (tiny, 8 games): the turn cache was measured after
     the carried turns and the peak memory read."""
-    out = tmp_path / "memory.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "rollout_memory.py"), "--quick",
-                           "--json", str(out)], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads(out.read_text())
+    result = _quick_bench(tmp_path, "rollout_memory.py")
     assert result["games"] == 8 and result["tokens"] > 0
     assert result["max_cache_gb_after_extend"] > 0
     assert result["peak_rss_above_start_gb"] is not None
@@ -118,12 +113,7 @@ def test_rollout_memory_bench_quick(tmp_path):
 def test_warmstart_passes_bench_quick(tmp_path):
     """``bench/warmstart_passes.py --quick`` (tiny, Wordle, 2 steps): every rows-per-pass
     setting trains from the same weights on the same batches, so their losses agree."""
-    out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "warmstart_passes.py"),
-                           "--quick", "--json", str(out)], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = json.loads(out.read_text())["rows"]
+    rows = _quick_bench(tmp_path, "warmstart_passes.py")["rows"]
     assert [r["rows_per_pass"] for r in rows] == [16, 8, 4, 2, 1]
     assert not rows[0]["shared_prompt"] and all(r["shared_prompt"] for r in rows[1:])
     for r in rows[1:]:
