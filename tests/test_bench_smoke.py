@@ -118,3 +118,31 @@ def test_warmstart_passes_bench_quick(tmp_path):
     assert not rows[0]["shared_prompt"] and all(r["shared_prompt"] for r in rows[1:])
     for r in rows[1:]:
         assert r["losses"] == pytest.approx(rows[0]["losses"], abs=1e-3)
+
+
+def test_password_failures_names_the_first_reason_that_fits(tmp_path):
+    """``bench/password_failures.py`` on a made-up run: a CAPTCHA with digits appended to the
+    same digit run is "own digits never changed"; its repair, a win; a mangled CAPTCHA, never in."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from password_failures import breakdown
+
+    from tasks.password_game import make_instance
+
+    seed = next(s for s in range(100) if 0 < sum(int(c) for c in make_instance(s).captcha
+                                                 if c.isdigit()) <= 7)
+    inst = make_instance(seed)
+    pw = "Garden 997 ! may XXXV pepsi"
+    fixed = f"Garden 99{7 - sum(int(c) for c in inst.captcha if c.isdigit())} ! may XXXV pepsi"
+
+    def episode(passwords, success=False):
+        return {"epoch": 3, "seed": seed, "success": success, "num_revealed": 10,
+                "passwords": passwords}
+    games = [episode([pw, f"{pw} {inst.captcha}", f"{pw} {inst.captcha}"]),
+             episode([pw, f"{pw} {inst.captcha}", f"{fixed} {inst.captcha} {inst.wordle}"], True),
+             episode([pw, f"{pw} {inst.captcha[:-1]}"]),
+             {**episode([pw]), "epoch": 1}]  # an earlier epoch: left out with --epochs 1
+    (tmp_path / "episodes.jsonl").write_text("".join(json.dumps(g) + "\n" for g in games))
+    result = breakdown(tmp_path, epochs=1)
+    assert result["reasons"] == {"won": 1, "CAPTCHA never in a password": 1,
+                                 "digit sum broken, own digits never changed": 1}
+    assert result["won_of"]["CAPTCHA with digits"] == [1, 3]
