@@ -104,30 +104,6 @@ def test_digit_repair_counts_the_captcha():
     assert seen > 50
 
 
-def test_repair_without_look_ahead_fixes_the_digit_sum_from_the_next_feedback():
-    """``look_ahead=False``: the CAPTCHA goes in as it is and the digit sum it breaks is
-    repaired on the next turn, from the verdict that names it: the state a model that copies
-    the CAPTCHA first is in, which look-ahead demonstrations never show."""
-    seen = 0
-    for seed in range(200):
-        inst = make_instance(seed)
-        if not 0 < digit_sum(inst.captcha) <= 7:
-            continue
-        pw = "Garden 997 ! may XXXV pepsi"
-        first = repair(inst, pw, check_rules(parse(pw), inst, 10), random.Random(seed),
-                       look_ahead=False)
-        assert first == f"{pw} {inst.captcha}"
-        verdicts = check_rules(parse(first), inst, 10)
-        assert verdicts == [True] * 4 + [False] + [True] * 5  # only the digit sum breaks
-        assert broken_rule_detail(4, parse(first)) == \
-            f"Your digits add up to {25 + digit_sum(inst.captcha)}."
-        second = repair(inst, first, verdicts, random.Random(seed), look_ahead=False)
-        assert second == f"Garden 99{7 - digit_sum(inst.captcha)} ! may XXXV pepsi {inst.captcha}"
-        assert all(check_rules(parse(second), inst, 10))
-        seen += 1
-    assert seen > 20
-
-
 def test_digit_run_repair_is_the_smallest_change():
     """A run that can take the change is changed from its last digit by what the sum is off
     (the repair a model can read off "your digits add up to 31"); one that cannot becomes a

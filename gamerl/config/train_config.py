@@ -211,12 +211,6 @@ class DemonstrationSettings:
     # Password Game demonstrations: the chance that a later rule's ingredient is in the password
     # ("format": each rule independently; "expert": each next known rule of the first password).
     warmstart_extra_prob: float = 0.5
-    # Password Game expert's repairs. True: a repair also fixes what it breaks (the CAPTCHA goes
-    # in with the digit run already changed for its digits, a sum the model must do unseen).
-    # False: it fixes the rules the feedback names and leaves what that breaks to the next
-    # turn, where the feedback names it ("Your digits add up to 31."): the state a model that
-    # copies the CAPTCHA first reaches, which look-ahead demonstrations never show.
-    warmstart_look_ahead: bool = True
 
 
 @dataclass

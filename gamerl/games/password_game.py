@@ -188,7 +188,7 @@ def expert_answer(cfg, rng: random.Random) -> Callable:
             return first_password(inst, instance_rules(cfg, episode.instance), rng,
                                   cfg.warmstart_extra_prob)
         return repair(inst, obs["last_password"], [r["satisfied"] for r in obs["rules"]], rng,
-                      hatched=bool(obs.get("hatched")), look_ahead=cfg.warmstart_look_ahead)
+                      hatched=bool(obs.get("hatched")))
 
     return answer
 

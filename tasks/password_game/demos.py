@@ -230,32 +230,13 @@ def first_password(inst: Instance, num_rules: int, rng: random.Random, p: float)
     raise RuntimeError(f"no first password for seed {inst.seed}")  # not seen in 10,000 games
 
 
-def _fix_named(pw: str, inst: Instance, named: Sequence[int], rng: random.Random,
-               hatched: bool = False) -> str | None:
-    """Fix each rule of ``named`` once, in order, and nothing else: a rule that a fix breaks
-    stays broken (None if a rule is past MAX_REPAIRED_RULE)."""
-    for rule in named:
-        if rule > MAX_REPAIRED_RULE:
-            return None
-        if _broken(pw, inst, [rule], hatched):
-            pw = FIXERS[rule](pw, inst, rng)
-    return pw
-
-
 def repair(inst: Instance, password: str, verdicts: Sequence[bool | None], rng: random.Random,
-           hatched: bool = False, look_ahead: bool = True) -> str:
+           hatched: bool = False) -> str:
     """The next password after the game's ``verdicts`` on ``password`` (one per revealed rule):
-    the same password with what the failing rules name added or changed. ``look_ahead``: so that
-    every revealed rule holds (the CAPTCHA goes in with the digit run already changed for its
-    digits); otherwise only the failing rules are fixed, and a rule that a fix breaks is left to
-    the next turn's verdict, which names it (the digit sum repaired from "Your digits add up to
-    31."), as a player who reads only the feedback plays. The solver's password (every rule)
-    when a failing rule is past MAX_REPAIRED_RULE."""
+    the same password with what the failing rules name added or changed, so that every revealed
+    rule holds. The solver's password (every rule) when a failing rule is past MAX_REPAIRED_RULE."""
+    revealed = list(range(len(verdicts)))
     if all(verdicts):
         return password
-    if look_ahead:
-        fixed = _close(password, inst, list(range(len(verdicts))), rng, hatched)
-    else:
-        fixed = _fix_named(password, inst, [r for r, ok in enumerate(verdicts) if ok is False],
-                           rng, hatched)
+    fixed = _close(password, inst, revealed, rng, hatched)
     return fixed if fixed is not None else solve(inst, hatched=hatched)
