@@ -64,8 +64,10 @@ def _join(parts: Sequence[str]) -> str:
 
 
 def _digit_run(total: int, rng: random.Random) -> str:
-    """Digits (1-9) summing to ``total``, as few as possible, in a random order: 25 -> 997, 979,
-    799, 988, 898 or 889."""
+    """Digits (1-9) summing to ``total``, as few as possible, in a random order: 25 -> 997, 979
+    or 799 (two nines: room for a CAPTCHA's two digits, ``_make_room``)."""
+    if total == 25:
+        return rng.choice(("997", "979", "799"))
     n = max(1, -(-total // 9))
     while True:
         digits = [rng.randint(max(1, total - 9 * (n - 1)), 9) for _ in range(n - 1)]
@@ -133,19 +135,35 @@ def _adjust_run(run: str, by: int) -> str | None:
     return "".join(map(str, digits)) if by == 0 else None
 
 
+def _make_room(run: str, captcha: str) -> str | None:
+    """A run summing to 25 with its nines, in order, replaced by the nines' complements of the
+    CAPTCHA's digits, in order (CAPTCHA ``x4k2q`` on 997: 9-4, 9-2 -> 577; on 979: 579), so that
+    run and CAPTCHA sum to 25: a digit-by-digit lookup, no sum. None where the run does not sum
+    to 25 or has fewer nines than the CAPTCHA has digits."""
+    digits = [c for c in captcha if c.isdigit()]
+    nines = [i for i, c in enumerate(run) if c == "9"]
+    if digit_sum(run) != 25 or len(nines) < len(digits):
+        return None
+    out = list(run)
+    for i, d in zip(nines, digits):
+        out[i] = str(9 - int(d))
+    return "".join(out)
+
+
 def _fix_digit_sum(pw, inst, rng):
     """Digits summing to 25, counting the CAPTCHA's. Where the digits outside the CAPTCHA are one
-    run, that run changes by what the sum is off, from its last digit (the CAPTCHA's 4 and 2 on
-    top of 997: 6 too many, 997 -> 991): the repair a reader of "your digits add up to 31" can
-    make by one subtraction, everything else kept. Otherwise (no run, several, or one that cannot
-    take the change) the digits outside the CAPTCHA become one new run where the first was."""
+    run: a run of 25 beside a CAPTCHA with digits makes room for them (``_make_room``: 997 ->
+    577 for the CAPTCHA's 4 and 2); any other run changes by what the sum is off, from its last
+    digit (9979 alone, 34: 9 too many -> 9970), everything else kept. Otherwise (no run,
+    several, or one that cannot take the change) the digits outside the CAPTCHA become one new
+    run where the first was."""
     captcha = inst.captcha if inst.captcha in pw else ""
     kept = digit_sum(captcha)
     runs = [run for piece in (pw.split(captcha) if captcha else [pw])
             for run in _DIGITS_RE.findall(piece)]
     if len(runs) == 1:
         total = kept + digit_sum(runs[0])
-        adjusted = _adjust_run(runs[0], 25 - total)
+        adjusted = (kept and _make_room(runs[0], captcha)) or _adjust_run(runs[0], 25 - total)
         if adjusted is not None:
             return _outside(pw, captcha, lambda piece: _DIGITS_RE.sub(adjusted, piece))
     return _replace(pw, _DIGITS_RE, _digit_run(25 - kept, rng), keep=captcha)
