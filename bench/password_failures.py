@@ -35,13 +35,13 @@ def _own_digits(password: str, captcha: str) -> list[str]:
     return re.findall(r"\d+", password.replace(captcha, " "))
 
 
-def failure_reason(episode: dict) -> str:
-    """The first of REASONS that fits ``episode`` (a line of RUN/episodes.jsonl)."""
+def failure_reason(episode: dict, inst) -> str:
+    """The first of REASONS that fits ``episode`` (a line of RUN/episodes.jsonl) of the game
+    ``inst`` (``make_instance`` of its seed)."""
     if episode["success"]:
         return REASONS[0]
     if episode["num_revealed"] < CAPTCHA_RULE:
         return REASONS[1]
-    inst = make_instance(episode["seed"])
     passwords, captcha = episode["passwords"], inst.captcha
     first = next((i for i, p in enumerate(passwords) if captcha in p), None)
     if first is None:
@@ -62,10 +62,12 @@ def breakdown(run_dir: Path, epochs: int) -> dict:
     episodes = [json.loads(line) for line in (run_dir / "episodes.jsonl").open()]
     last = max(e["epoch"] for e in episodes)
     episodes = [e for e in episodes if e["epoch"] > last - epochs]
-    reasons = Counter(failure_reason(e) for e in episodes)
+    reasons: Counter = Counter()
     split: dict[str, list[int]] = {"CAPTCHA with digits": [0, 0], "CAPTCHA without digits": [0, 0]}
     for e in episodes:
-        key = ("CAPTCHA with digits" if any(c.isdigit() for c in make_instance(e["seed"]).captcha)
+        inst = make_instance(e["seed"])
+        reasons[failure_reason(e, inst)] += 1
+        key = ("CAPTCHA with digits" if any(c.isdigit() for c in inst.captcha)
                else "CAPTCHA without digits")
         split[key][0] += int(e["success"])
         split[key][1] += 1
