@@ -127,12 +127,12 @@ def test_password_failures_names_the_first_reason_that_fits(tmp_path):
     from password_failures import breakdown
 
     from tasks.password_game import make_instance
+    from tasks.password_game.rules import digit_sum
 
-    seed = next(s for s in range(100) if 0 < sum(int(c) for c in make_instance(s).captcha
-                                                 if c.isdigit()) <= 7)
+    seed = next(s for s in range(100) if 0 < digit_sum(make_instance(s).captcha) <= 7)
     inst = make_instance(seed)
     pw = "Garden 997 ! may XXXV pepsi"
-    fixed = f"Garden 99{7 - sum(int(c) for c in inst.captcha if c.isdigit())} ! may XXXV pepsi"
+    fixed = f"Garden 99{7 - digit_sum(inst.captcha)} ! may XXXV pepsi"
 
     def episode(passwords, success=False):
         return {"epoch": 3, "seed": seed, "success": success, "num_revealed": 10,
