@@ -104,26 +104,6 @@ def test_digit_repair_counts_the_captcha():
     assert seen > 50
 
 
-def test_the_digit_run_stays_last_so_the_captcha_comes_right_before_it():
-    """Where the expert's digit run is the last word, what it adds goes in before the run: the
-    CAPTCHA is then written just before the run that makes room for its digits."""
-    seen = 0
-    for seed in range(200):
-        inst = make_instance(seed)
-        digits = [c for c in inst.captcha if c.isdigit()]
-        if not 1 <= len(digits) <= 2 or inst.captcha.isdigit():
-            continue
-        pw = "Garden ! may XXXV pepsi 997"
-        after = repair(inst, pw, check_rules(parse(pw), inst, 10), random.Random(seed))
-        run = "".join(str(9 - int(c)) for c in digits).ljust(2, "9") + "7"
-        assert after == f"Garden ! may XXXV pepsi {inst.captcha} {run}", (inst.captcha, after)
-        seen += 1
-    assert seen > 50
-    for inst, _, turns in _play(12, 5, 0.95, seeds=range(50)):  # the expert's own passwords
-        first = turns[0][0].split()
-        assert first[-1].isdigit() or not any(c.isdigit() for c in turns[0][0]), turns[0][0]
-
-
 def test_digit_run_repair_is_the_smallest_change():
     """A run that can take the change is changed from its last digit by what the sum is off
     (the repair a model can read off "your digits add up to 31"); one that cannot becomes a

@@ -13,8 +13,7 @@ start for a small model needs what a good player does instead, turn by turn:
   what the CAPTCHA's digits put the sum over 25, ...); every revealed rule holds afterwards.
 
 Short and varied: a word from a list, digit runs drawn among the ways to make the sum, months,
-sponsors, numerals and element symbols drawn per game, parts joined by spaces, the digit run
-last (``_add``), so that a CAPTCHA goes in right before the run its digits change.
+sponsors, numerals and element symbols drawn per game, parts joined by spaces.
 Rules 13-26 (ids 12-25) need far more than an ingredient; when one of them fails, the repair is
 the solver's whole password, which holds every rule. Pure Python, no torch: the trainer's warm
 start (``gamerl.games.password_game``) plays these through its rollout, and tests check them
@@ -77,17 +76,6 @@ def _digit_run(total: int, rng: random.Random) -> str:
             return "".join(map(str, digits + [last]))
 
 
-def _add(pw: str, part: str, inst: Instance) -> str:
-    """``pw`` with ``part`` added where the expert adds things: before its digit run when that
-    is the last word, so the run stays last and is written right after what a new CAPTCHA
-    brings (its digits are then the last tokens the model wrote, not ones to find in the prompt);
-    else at the end."""
-    words = pw.split(" ")
-    if len(words) > 1 and words[-1].isdigit() and words[-1] != inst.captcha:
-        return _join([*words[:-1], part, words[-1]])
-    return _join([pw, part])
-
-
 def _outside(text: str, keep: str, fn: Callable[[str], str]) -> str:
     """``fn`` applied to the text around every occurrence of ``keep`` (which stays as it is)."""
     if not keep or keep not in text:
@@ -117,7 +105,7 @@ def _fix_upper(pw, inst, rng):
 
 
 def _fix_special(pw, inst, rng):
-    return _add(pw, rng.choice(SPECIALS), inst)
+    return _join([pw, rng.choice(SPECIALS)])
 
 
 def _replace(pw: str, pattern: re.Pattern, new: str, keep: str = "") -> str:
@@ -185,11 +173,11 @@ def _fix_month(pw, inst, rng):
     month = rng.choice(MONTHS)
     if _capitalizable(month) and rng.random() < 0.5:
         month = month.capitalize()
-    return _add(pw, month, inst)
+    return _join([pw, month])
 
 
 def _fix_numeral(pw, inst, rng):
-    return _add(pw, rng.choice(NUMERALS), inst)
+    return _join([pw, rng.choice(NUMERALS)])
 
 
 def _fix_product(pw, inst, rng):
@@ -200,19 +188,19 @@ def _fix_product(pw, inst, rng):
 
 
 def _fix_sponsor(pw, inst, rng):
-    return _add(pw, rng.choice(SPONSORS), inst)
+    return _join([pw, rng.choice(SPONSORS)])
 
 
 def _fix_captcha(pw, inst, rng):
-    return _add(pw, inst.captcha, inst)
+    return _join([pw, inst.captcha])
 
 
 def _fix_wordle(pw, inst, rng):
-    return _add(pw, inst.wordle, inst)
+    return _join([pw, inst.wordle])
 
 
 def _fix_symbol(pw, inst, rng):
-    return _add(pw, rng.choice(SYMBOLS), inst)
+    return _join([pw, rng.choice(SYMBOLS)])
 
 
 FIXERS: dict[int, Callable[[str, Instance, random.Random], str]] = {
