@@ -26,8 +26,7 @@ from gamerl.runs.checkpoint import find_checkpoint, load_checkpoint_state, save_
 from gamerl.config import TrainConfig, get_config
 from gamerl.core.evaluate import local_env_factory
 from gamerl.models import PolicyWithValue, load_policy, load_reference
-from gamerl.core.epoch import (collect, compute_advantages, epoch_seeds, lr_warmup_factor,
-                               make_optimizer, optimizer_steps_done, ppo_update)
+from gamerl.core.epoch import collect, compute_advantages, epoch_seeds, make_optimizer, ppo_update
 from gamerl.core.trainer import Trainer
 
 from conftest import train_and_compare  # pytest (prepend import mode) puts tests/ on sys.path
@@ -122,37 +121,6 @@ def test_micro_batches_give_the_minibatch_gradient(setup):
         opt.zero_grad()
         policy.load_state_dict(state)
     assert torch.allclose(grads[0], grads[1], atol=1e-6, rtol=1e-4)
-
-
-def test_lr_warmup_factor_by_hand():
-    assert [lr_warmup_factor(s, 4) for s in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
-    assert lr_warmup_factor(0, 0) == lr_warmup_factor(7, 0) == 1.0
-
-
-def test_lr_warmup_shrinks_the_first_adam_step_and_survives_a_reload(setup):
-    """Adam's first step moves every weight that has a gradient by lr (its moments are that one
-    gradient): with a warm-up of 4 steps by lr / 4; the value head keeps its own rate. A fresh
-    optimizer loaded with the saved state continues the warm-up where it was."""
-    cfg, policy, ref, tok = setup
-    batch = fresh_batch(setup)
-    c = cfg.replace(ppo_epochs=1, minibatch_size=len(batch), lr=1e-3, lr_warmup_steps=4)
-    state = {k: v.clone() for k, v in policy.state_dict().items()}
-    opt = make_optimizer(policy, c)
-    lm = [(n, p) for n, p in policy.named_parameters() if p.requires_grad and "value_head" not in n]
-    before = {n: p.detach().clone() for n, p in lm}
-    stats = ppo_update(policy, opt, batch, c)
-    step = max(float((p.detach() - before[n]).abs().max()) for n, p in lm)
-    assert stats["lr"] == pytest.approx(2.5e-4) and opt.param_groups[1]["lr"] == c.value_head_lr
-    assert step == pytest.approx(2.5e-4, rel=1e-2)
-    assert optimizer_steps_done(opt) == 1
-    reloaded = make_optimizer(policy, c)
-    reloaded.load_state_dict(opt.state_dict())
-    assert ppo_update(policy, reloaded, batch, c)["lr"] == pytest.approx(5e-4)
-    policy.load_state_dict(state)
-    c0 = c.replace(lr_warmup_steps=0)
-    no_warmup = ppo_update(policy, make_optimizer(policy, c0), batch, c0)
-    policy.load_state_dict(state)
-    assert no_warmup["lr"] == pytest.approx(1e-3)
 
 
 def test_nan_guard_skips_the_update_and_says_so(setup, caplog):

@@ -151,11 +151,6 @@ class OptimSettings:
     # The value head starts at zero (models.ValueHead) and must learn returns of O(1) (see
     # reward_scale); at the LM's 1e-6 it would barely move, so it has its own learning rate.
     value_head_lr: float = 1e-4
-    # The LM's learning rate rises linearly from lr/N to lr over its first N optimizer steps.
-    # Adam's first steps move every weight by about lr whatever its gradient (its moment
-    # estimates start from that one gradient), so without a warm-up the first PPO epoch is the
-    # largest step of a run (docs/experiments.md). 0: no warm-up.
-    lr_warmup_steps: int = 0
     max_grad_norm: float = 1.0
 
 
@@ -357,8 +352,6 @@ class TrainConfig:
         _need(not self.load_in_4bit or self.lora, "load_in_4bit needs lora=True (4-bit weights "
               "cannot be trained directly)")
         _need(self.lora_rank >= 1, "lora_rank >= 1")
-        _need(self.lr_warmup_steps >= 0,
-              f"lr_warmup_steps must be >= 0 (0: no warm-up), not {self.lr_warmup_steps}")
         _need(self.trainable_layers is None or self.trainable_layers >= 1,
               f"trainable_layers must be >= 1 or None (all), not {self.trainable_layers}")
         _need(not (self.trainable_layers and self.lora),

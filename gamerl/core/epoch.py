@@ -392,13 +392,9 @@ def _ppo_update(policy: PolicyWithValue, optimizer: torch.optim.Optimizer, batch
                             "parameters unchanged", ppo_epoch, start // cfg.minibatch_size,
                             "loss" if not finite else "gradient norm")
                 continue
-            # The LM's group only: the value head starts at zero and must learn from step 1.
-            optimizer.param_groups[0]["lr"] = cfg.lr * lr_warmup_factor(
-                optimizer_steps_done(optimizer), cfg.lr_warmup_steps)
             optimizer.step()
             steps += 1
             stats["grad_norm"].append(grad_norm)
-            stats["lr"].append(optimizer.param_groups[0]["lr"])
     seconds = time.time() - t0
     out = {k: float(np.nanmean(v)) for k, v in stats.items() if v}
     out.update(skipped_updates=skipped, optimizer_steps=steps, update_seconds=seconds,
@@ -449,25 +445,6 @@ def deterministic_backward(device: torch.device):
 def resolve_dtype(cfg: TrainConfig) -> Optional[torch.dtype]:
     return {None: None, "float32": torch.float32, "bfloat16": torch.bfloat16,
             "float16": torch.float16}[cfg.dtype]
-
-
-def lr_warmup_factor(steps_done: int, warmup_steps: int) -> float:
-    """The LM's learning-rate multiplier for the optimizer step after ``steps_done`` steps:
-    (steps_done + 1) / warmup_steps up to 1 (warmup_steps 4: 0.25, 0.5, 0.75, 1, 1, ...);
-    1 without a warm-up (warmup_steps 0)."""
-    if warmup_steps <= 0:
-        return 1.0
-    return min(1.0, (steps_done + 1) / warmup_steps)
-
-
-def optimizer_steps_done(optimizer: torch.optim.Optimizer) -> int:
-    """Steps the optimizer has taken on the LM's group, read from Adam's own per-parameter
-    count: it is saved with the optimizer's state, so a resumed run continues its warm-up."""
-    for p in optimizer.param_groups[0]["params"]:
-        step = optimizer.state.get(p, {}).get("step")
-        if step is not None:
-            return int(step)
-    return 0
 
 
 def make_optimizer(policy: PolicyWithValue, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -525,7 +502,6 @@ def without_lost(batch: PPOBatch) -> PPOBatch:
 
 
 __all__ = ["LOGPROB_TOLERANCE", "PPOBatch", "check_logprobs", "collect", "compute_advantages",
-           "deterministic_backward", "epoch_seeds", "group_ids", "lr_warmup_factor",
-           "make_optimizer", "micro_batch_weight", "optimizer_steps_done", "ppo_loss",
-           "ppo_update", "prefixed", "resolve_dtype", "scalars", "seed_everything",
-           "support_rows", "without_lost"]
+           "deterministic_backward", "epoch_seeds", "group_ids", "make_optimizer",
+           "micro_batch_weight", "ppo_loss", "ppo_update", "prefixed", "resolve_dtype", "scalars",
+           "seed_everything", "support_rows", "without_lost"]
