@@ -13,8 +13,7 @@ import pytest
 from conftest import trained_answers  # pytest (prepend import mode) puts tests/ on sys.path
 
 from tasks.password_game import make_instance
-from tasks.password_game.demos import (KNOWN_AHEAD, MAX_REPAIRED_RULE, captcha_note, first_password,
-                                       repair)
+from tasks.password_game.demos import KNOWN_AHEAD, MAX_REPAIRED_RULE, first_password, repair
 from tasks.password_game.game import GameConfig, PasswordGame, RewardConfig
 from tasks.password_game.richtext import parse
 from tasks.password_game.rules import broken_rule_detail, check_rules, digit_sum
@@ -103,44 +102,6 @@ def test_digit_repair_counts_the_captcha():
         assert after == f"Garden {run} ! may XXXV pepsi {inst.captcha}", (inst.captcha, after)
         seen += 1
     assert seen > 50
-
-
-def test_captcha_note_shows_each_digits_complement():
-    """On the turn a CAPTCHA with digits goes in, the expert's working names the digits and each
-    one's nines' complement (hand-computed: 4 and 2 -> 5 and 7, as 997 becomes 577); no note on
-    a CAPTCHA without digits or on a later turn."""
-    from dataclasses import replace
-
-    cap = "x4k2q"
-    with_digits = replace(make_instance(0), captcha=cap)
-    before = "Garden 997 ! may XXXV pepsi"
-    assert (captcha_note(with_digits, before, f"Garden 577 ! may XXXV pepsi {cap}")
-            == "CAPTCHA digits 4 2: 9-4=5 9-2=7")
-    assert captcha_note(with_digits, f"Garden 577 ! may {cap}", f"Garden 577 ! may {cap} Fe") is None
-    assert captcha_note(with_digits, before, before + " Fe") is None  # the CAPTCHA not in
-    without = replace(with_digits, captcha="xbkdq")
-    assert captcha_note(without, before, f"{before} xbkdq") is None
-
-
-def test_expert_answer_puts_its_working_before_the_password():
-    """The scripted expert's answer on a CAPTCHA turn is the note, then "Password: ...", and the
-    game reads the password out of it (``extract_password``)."""
-    from gamerl.config import get_config
-    from gamerl.core.rollout import Episode, Turn
-    from gamerl.games.password_game import expert_answer, extract_password
-
-    inst = next(make_instance(s) for s in range(400)
-                if any(c.isdigit() for c in make_instance(s).captcha))
-    pw = "Garden 997 ! may XXXV pepsi"
-    verdicts = check_rules(parse(pw), inst, 10)
-    ep = Episode(seed=inst.seed, token_ids=[], policy_mask=[], gen_logprobs=[], rewards=[],
-                 prompt_len=0, turns=[Turn(pw, pw, 0.0, False, 1, 0)], instance=inst.seed,
-                 last_obs={"last_password": pw, "rules": [{"satisfied": v} for v in verdicts]})
-    answer = expert_answer(get_config("tiny", num_rules=12), random.Random(0))(ep)
-    note, password = answer.split("\n")
-    assert note == captcha_note(inst, pw, password[len("Password: "):])
-    assert extract_password(answer) == repair(inst, pw, verdicts, random.Random(0))
-    assert digit_sum(extract_password(answer)) == 25
 
 
 def test_digit_run_repair_is_the_smallest_change():

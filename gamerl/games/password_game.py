@@ -177,11 +177,9 @@ def demo_password(rng: random.Random, num_rules: int, p: float) -> str:
 def expert_answer(cfg, rng: random.Random) -> Callable:
     """The expert's answers (``tasks.password_game.demos``) as a scripted policy: the first
     password holds the rules known ahead (each next one with ``cfg.warmstart_extra_prob``); each
-    later one repairs the game's last password for the verdicts it got. On the turn a CAPTCHA
-    with digits goes in, its working comes first and the password after "Password:"
-    (``extract_password`` reads it there)."""
+    later one repairs the game's last password for the verdicts it got."""
     from tasks.password_game import make_instance
-    from tasks.password_game.demos import captcha_note, first_password, repair
+    from tasks.password_game.demos import first_password, repair
 
     def answer(episode) -> str:
         inst = make_instance(episode.seed)
@@ -189,10 +187,8 @@ def expert_answer(cfg, rng: random.Random) -> Callable:
         if not episode.turns:
             return first_password(inst, instance_rules(cfg, episode.instance), rng,
                                   cfg.warmstart_extra_prob)
-        password = repair(inst, obs["last_password"], [r["satisfied"] for r in obs["rules"]],
-                          rng, hatched=bool(obs.get("hatched")))
-        note = captcha_note(inst, obs["last_password"], password)
-        return f"{note}\nPassword: {password}" if note else password
+        return repair(inst, obs["last_password"], [r["satisfied"] for r in obs["rules"]], rng,
+                      hatched=bool(obs.get("hatched")))
 
     return answer
 

@@ -10,9 +10,7 @@ start for a small model needs what a good player does instead, turn by turn:
   (when every rule of the game is known ahead) or one that leaves work for the feedback turns;
 * **a repair** (``repair``): after the game's verdicts, keep the password and add or change only
   what the failing rules name (a CAPTCHA appended, the digit run changed from its last digit by
-  what the CAPTCHA's digits put the sum over 25, ...); every revealed rule holds afterwards;
-* **its working** (``captcha_note``): on the turn a CAPTCHA with digits goes in, one line
-  before the password gives each digit's nines' complement, the digits the run's nines become.
+  what the CAPTCHA's digits put the sum over 25, ...); every revealed rule holds afterwards.
 
 Short and varied: a word from a list, digit runs drawn among the ways to make the sum, months,
 sponsors, numerals and element symbols drawn per game, parts joined by spaces.
@@ -33,8 +31,7 @@ from .richtext import parse
 from .rules import MONTHS, SPONSORS, check_rules, digit_sum
 from .solver import solve
 
-__all__ = ["KNOWN_AHEAD", "MAX_REPAIRED_RULE", "SPECIALS", "WORDS", "captcha_note", "first_password",
-           "repair"]
+__all__ = ["KNOWN_AHEAD", "MAX_REPAIRED_RULE", "SPECIALS", "WORDS", "first_password", "repair"]
 
 # Rules whose text is the same in every game (a player knows them before they appear): ids 0-8
 # and 11. The CAPTCHA (9) and the Wordle answer (10) are the instance's, shown only when revealed.
@@ -261,17 +258,3 @@ def repair(inst: Instance, password: str, verdicts: Sequence[bool | None], rng: 
         return password
     fixed = _close(password, inst, revealed, rng, hatched)
     return fixed if fixed is not None else solve(inst, hatched=hatched)
-
-
-def captcha_note(inst: Instance, before: str, after: str) -> str | None:
-    """The expert's working on the turn its CAPTCHA goes in with digits (in ``after``, not in
-    ``before``): the CAPTCHA's digits and each one's nines' complement, the digits its run's
-    nines become (``_make_room``), as "CAPTCHA digits 4 2: 9-4=5 9-2=7". Written before the
-    password, each complement is a one-digit subtraction beside the digit it needs; the same
-    lookup made unseen inside the password was almost never learned by a 135M model. None on
-    every other turn."""
-    captcha = inst.captcha
-    digits = [c for c in captcha if c.isdigit()]
-    if not digits or captcha not in after or captcha in before:
-        return None
-    return f"CAPTCHA digits {' '.join(digits)}: " + " ".join(f"9-{d}={9 - int(d)}" for d in digits)
