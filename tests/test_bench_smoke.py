@@ -146,3 +146,35 @@ def test_password_failures_names_the_first_reason_that_fits(tmp_path):
     assert result["reasons"] == {"won": 1, "CAPTCHA never in a password": 1,
                                  "digit sum broken, own digits never changed": 1}
     assert result["won_of"]["CAPTCHA with digits"] == [1, 3]
+
+
+def test_captcha_turn_asks_the_model_for_the_experts_captcha_turn(tiny_dir, tmp_path):
+    """``bench/captcha_turn.py``: each prompt is the expert's game up to the turn its CAPTCHA
+    (with digits) goes in, whose answer holds the CAPTCHA and a digit sum of 25; a saved model
+    then answers every one of those turns, from the command line."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from captcha_turn import captcha_turns
+
+    from gamerl.config import get_config
+    from gamerl.games.password_game import extract_password
+    from gamerl.models.loading import load_tokenizer
+    from tasks.password_game.rules import digit_sum
+
+    cfg = get_config("tiny", model=str(tiny_dir), num_rules=12, max_steps=5, max_new_tokens=48,
+                     max_context_tokens=3072, warmstart_demos="expert", warmstart_extra_prob=0.95)
+    tokenizer = load_tokenizer(str(tiny_dir))
+    turns = captcha_turns(cfg, tokenizer, 16)
+    assert len(turns) >= 5
+    for prompt, captcha, answer in turns:
+        password = extract_password(answer)
+        assert captcha in password and digit_sum(password) == 25, answer
+        assert captcha in tokenizer.decode(prompt)  # the game showed it: rule 10 is revealed
+    cfg.save(tmp_path / "config.json")
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "captcha_turn.py"), str(tiny_dir),
+                           "--config", str(tmp_path / "config.json"), "--games", "16", "--json",
+                           str(tmp_path / "out.json")], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (result,) = json.loads((tmp_path / "out.json").read_text())
+    assert result["games"] == len(turns)
+    assert 0 <= result["captcha_and_sum_25"] <= result["captcha_copied"] <= 1

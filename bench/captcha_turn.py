@@ -1,0 +1,104 @@
+"""The 12-rule game's hardest turn, measured alone: given the expert's own game up to the turn its
+CAPTCHA goes in, does a model's next password hold the CAPTCHA and a digit sum of 25?
+
+    python bench/captcha_turn.py RUN/warmstart [RUN/best ...] [--games 64]
+
+Each model plays nothing itself: the expert (``gamerl.games.password_game.expert_answer``)
+plays the run's validation games, and on each game whose CAPTCHA has digits the model answers
+the CAPTCHA turn once, greedily, from the expert's history (the repair that caps 12-rule
+success: docs/experiments.md). Reports, over those games, how often its password holds the
+CAPTCHA, and the CAPTCHA with a digit sum of 25 (rules 5 and 10). The run's settings come
+from ``config.json`` in the model's parent directory (``--config`` to name another). About a
+minute a model on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def captcha_turns(cfg, tokenizer, games: int) -> list[tuple[list[int], str, str]]:
+    """``(prompt ids, CAPTCHA, the expert's answer)`` of each validation game whose CAPTCHA has
+    digits and goes in: the expert's game up to that turn's answer."""
+    from gamerl.core.evaluate import local_env_factory
+    from gamerl.core.rollout import RolloutConfig, ScriptedPolicy, rollout
+    from gamerl.games.registry import get_task
+    from tasks.password_game import make_instance
+
+    task = get_task("password_game")
+    instances = task.train_instances(cfg, cfg.eval_seeds(games, split="validation"), None)
+    episodes = rollout(ScriptedPolicy(tokenizer, task.expert_demo(cfg, random.Random(0))),
+                       tokenizer, instances, local_env_factory(cfg),
+                       RolloutConfig.from_train_config(cfg))
+    out = []
+    for ep in episodes:
+        captcha = make_instance(ep.seed).captcha
+        turn = next((t for t in ep.turns if captcha in t.action), None)
+        if turn is not None and any(c.isdigit() for c in captcha):
+            out.append((ep.token_ids[:turn.last_token - turn.n_tokens + 1], captcha, turn.answer))
+    return out
+
+
+def measure(model_dir: Path, cfg, games: int) -> dict:
+    import torch
+
+    from gamerl.games.password_game import extract_password
+    from gamerl.models.loading import load_policy
+    from tasks.password_game.rules import digit_sum
+
+    lm, tokenizer = load_policy(str(model_dir), device="cpu")
+    turns = captcha_turns(cfg, tokenizer, games)
+    copied = held = 0
+    for prompt, captcha, _ in turns:
+        ids = torch.tensor([prompt])
+        with torch.no_grad():
+            out = lm.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                              max_new_tokens=cfg.max_new_tokens,
+                              pad_token_id=tokenizer.pad_token_id)
+        password = extract_password(tokenizer.decode(out[0, ids.shape[1]:],
+                                                     skip_special_tokens=True))
+        copied += captcha in password
+        held += captcha in password and digit_sum(password) == 25
+    n = max(1, len(turns))
+    return {"model": str(model_dir), "games": len(turns), "captcha_copied": copied / n,
+            "captcha_and_sum_25": held / n}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("models", nargs="+", type=Path, help="saved models (RUN/warmstart, RUN/best)")
+    p.add_argument("--config", type=Path, help="the run's config.json (default: beside the model)")
+    p.add_argument("--games", type=int, default=64, help="validation games played (default 64)")
+    p.add_argument("--json", type=Path, help="also write the results here")
+    args = p.parse_args(argv)
+    if args.games < 1:
+        p.error("--games must be at least 1")
+    for model in args.models:
+        if not (model / "config.json").is_file():
+            p.error(f"{model}: no saved model (config.json) there")
+        config = args.config or model.parent / "config.json"
+        if not config.is_file():
+            p.error(f"{config}: no run config (name one with --config)")
+    from gamerl.config import TrainConfig
+
+    results = []
+    for model in args.models:
+        cfg = TrainConfig.load(args.config or model.parent / "config.json")
+        if cfg.task != "password_game" or cfg.num_rules < 10:
+            p.error(f"{model}: a Password Game run with a CAPTCHA (num_rules >= 10) is needed")
+        r = measure(model, cfg, args.games)
+        results.append(r)
+        print(f"{r['model']}: {r['games']} CAPTCHA turns with digits; CAPTCHA copied "
+              f"{r['captcha_copied']:.0%}, with digit sum 25 {r['captcha_and_sum_25']:.0%}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
