@@ -4,11 +4,12 @@ CAPTCHA goes in, does a model's next password hold the CAPTCHA and a digit sum o
     python bench/captcha_turn.py RUN/warmstart [RUN/best ...] [--games 64]
 
 Each model plays nothing itself: the expert (``gamerl.games.password_game.expert_answer``)
-plays the run's validation games, and on each game whose CAPTCHA has digits the model answers
-the CAPTCHA turn once, greedily, from the expert's history (the repair that caps 12-rule
-success: docs/experiments.md). Reports, over those games, how often its password holds the
-CAPTCHA, and the CAPTCHA with a digit sum of 25 (rules 5 and 10). The run's settings come
-from ``config.json`` in the model's parent directory (``--config`` to name another). About a
+plays ``--games`` games from the first of the run's validation seeds (never a training or a
+test game), and on each game whose CAPTCHA has digits the model answers the CAPTCHA turn once,
+greedily, from the expert's history (the repair that caps 12-rule success:
+docs/experiments.md). Reports, over those turns, how often its password holds the CAPTCHA, and
+the CAPTCHA with a digit sum of 25 (rules 5 and 10). The run's settings come from
+``config.json`` in the model's parent directory (``--config`` to name another). About a
 minute a model on 2 CPU cores.
 """
 
@@ -24,8 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def captcha_turns(cfg, tokenizer, games: int) -> list[tuple[list[int], str, str]]:
-    """``(prompt ids, CAPTCHA, the expert's answer)`` of each validation game whose CAPTCHA has
-    digits and goes in: the expert's game up to that turn's answer."""
+    """``(prompt ids, CAPTCHA, the expert's answer)`` of each of ``games`` games from the start
+    of the validation seeds whose CAPTCHA has digits and goes in: the expert's game up to that
+    turn's answer."""
     from gamerl.core.evaluate import local_env_factory
     from gamerl.core.rollout import RolloutConfig, ScriptedPolicy, rollout
     from gamerl.games.registry import get_task
@@ -74,24 +76,27 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("models", nargs="+", type=Path, help="saved models (RUN/warmstart, RUN/best)")
     p.add_argument("--config", type=Path, help="the run's config.json (default: beside the model)")
-    p.add_argument("--games", type=int, default=64, help="validation games played (default 64)")
+    p.add_argument("--games", type=int, default=64,
+                   help="games played, from the first validation seed (default 64)")
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args(argv)
     if args.games < 1:
         p.error("--games must be at least 1")
+    from gamerl.config import TrainConfig
+
+    configs = []  # every model's run checked before any model runs
     for model in args.models:
         if not (model / "config.json").is_file():
             p.error(f"{model}: no saved model (config.json) there")
         config = args.config or model.parent / "config.json"
         if not config.is_file():
             p.error(f"{config}: no run config (name one with --config)")
-    from gamerl.config import TrainConfig
-
-    results = []
-    for model in args.models:
-        cfg = TrainConfig.load(args.config or model.parent / "config.json")
+        cfg = TrainConfig.load(config)
         if cfg.task != "password_game" or cfg.num_rules < 10:
-            p.error(f"{model}: a Password Game run with a CAPTCHA (num_rules >= 10) is needed")
+            p.error(f"{config}: a Password Game run with a CAPTCHA (num_rules >= 10) is needed")
+        configs.append(cfg)
+    results = []
+    for model, cfg in zip(args.models, configs):
         r = measure(model, cfg, args.games)
         results.append(r)
         print(f"{r['model']}: {r['games']} CAPTCHA turns with digits; CAPTCHA copied "
