@@ -47,26 +47,32 @@ def captcha_turns(cfg, tokenizer, games: int) -> list[tuple[list[int], str, str]
     return out
 
 
-def measure(model_dir: Path, cfg, games: int) -> dict:
-    import torch
+def measure(model_dir: Path, cfg, turns: list[tuple[list[int], str, str]],
+            batch_size: int = 16) -> dict:
+    """``model_dir``'s greedy answer to each of ``turns`` (``captcha_turns``), played by the
+    rollout's own policy (``LMPolicy``: the evaluation's decoding, the run's stop tokens),
+    ``batch_size`` turns a call."""
+    import dataclasses
 
+    from gamerl.core.rollout import LMPolicy, RolloutConfig
     from gamerl.games.password_game import extract_password
     from gamerl.models.loading import load_policy
     from tasks.password_game.rules import digit_sum
 
     lm, tokenizer = load_policy(str(model_dir), device="cpu")
-    turns = captcha_turns(cfg, tokenizer, games)
+    # one turn of unrelated games a call: nothing to carry into a next turn
+    policy = LMPolicy(lm, tokenizer, dataclasses.replace(
+        RolloutConfig.from_train_config(cfg, greedy=True, evaluation=True),
+        reuse_kv_cache=False))
     copied = held = 0
-    for prompt, captcha, _ in turns:
-        ids = torch.tensor([prompt])
-        with torch.no_grad():
-            out = lm.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                              max_new_tokens=cfg.max_new_tokens,
-                              pad_token_id=tokenizer.pad_token_id)
-        password = extract_password(tokenizer.decode(out[0, ids.shape[1]:],
-                                                     skip_special_tokens=True))
-        copied += captcha in password
-        held += captcha in password and digit_sum(password) == 25
+    for start in range(0, len(turns), batch_size):
+        batch = turns[start:start + batch_size]
+        answers = policy([prompt for prompt, _, _ in batch], [])
+        for (_, captcha, _), answer in zip(batch, answers):
+            password = extract_password(tokenizer.decode(answer.token_ids,
+                                                         skip_special_tokens=True))
+            copied += captcha in password
+            held += captcha in password and digit_sum(password) == 25
     n = max(1, len(turns))
     return {"model": str(model_dir), "games": len(turns), "captcha_copied": copied / n,
             "captcha_and_sum_25": held / n}
@@ -95,9 +101,14 @@ def main(argv: list[str] | None = None) -> None:
         if cfg.task != "password_game" or cfg.num_rules < 10:
             p.error(f"{config}: a Password Game run with a CAPTCHA (num_rules >= 10) is needed")
         configs.append(cfg)
-    results = []
+    from gamerl.models.loading import load_tokenizer
+
+    results, turns_of = [], {}  # the expert's games are played once per run config
     for model, cfg in zip(args.models, configs):
-        r = measure(model, cfg, args.games)
+        key = json.dumps(cfg.to_dict(), sort_keys=True, default=str)
+        if key not in turns_of:
+            turns_of[key] = captcha_turns(cfg, load_tokenizer(str(model)), args.games)
+        r = measure(model, cfg, turns_of[key])
         results.append(r)
         print(f"{r['model']}: {r['games']} CAPTCHA turns with digits; CAPTCHA copied "
               f"{r['captcha_copied']:.0%}, with digit sum 25 {r['captcha_and_sum_25']:.0%}")
