@@ -100,8 +100,9 @@ SMOLLM2_135M_R12_PRESET = dict(
 )
 
 # The same recipe on all 26 rules, 8 turns: the expert's repairs up to rule 12, then the solver's
-# whole password (up to ~150 tokens); the expert wins 68% of games in 8 turns. Cut to what fits
-# about 90 minutes on 2 CPU cores: a 26-rule game costs ~6x a 12-rule one to play and to train on.
+# whole password (up to ~150 tokens); the expert wins 68% of games in 8 turns. About 105 minutes on 2
+# CPU cores (a 26-rule game costs ~6x a 12-rule one to play and to train on): the warm start 33
+# minutes, each 32-game evaluation 6-10, each PPO epoch 12-20.
 SMOLLM2_135M_R26_PRESET = dict(
     SMOLLM2_135M_R12_PRESET,
     num_rules=26,
@@ -109,8 +110,8 @@ SMOLLM2_135M_R26_PRESET = dict(
     bonus_min_rules=26,
     max_new_tokens=160,
     max_context_tokens=4096,  # contexts reach ~2.3k tokens
-    epochs=3,  # a PPO epoch of 32 such games takes ~12 minutes
-    eval_episodes=32,  # each of the four evaluations of 32 games takes 6-10 minutes
+    epochs=3,
+    eval_episodes=32,
 )
 
 PRESETS: dict[str, dict[str, Any]] = {"tiny": TINY_PRESET, "qwen3-0.6b": QWEN3_0_6B_PRESET,
@@ -126,7 +127,7 @@ PRESET_SUMMARIES = {
     "smollm2-135m-r12": "SmolLM2-135M-Instruct; first 12 Password Game rules, 5 turns; about "
                         "35 min on 2 CPU cores",
     "smollm2-135m-r26": "SmolLM2-135M-Instruct; all 26 Password Game rules, 8 turns; "
-                        "about 90 min on 2 CPU cores (estimated from its measured phases)",
+                        "about 105 min on 2 CPU cores",
     "qwen3-0.6b": "Qwen/Qwen3-0.6B in bf16; all 26 rules, 30 turns; one GPU (about 45 min, "
                   "estimated from its measured phases)",
 }
