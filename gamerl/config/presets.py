@@ -100,9 +100,9 @@ SMOLLM2_135M_R12_PRESET = dict(
 )
 
 # The same recipe on all 26 rules, 8 turns: the expert's repairs up to rule 12, then the solver's
-# whole password (up to ~150 tokens); the expert wins 68% of games in 8 turns. About 105 minutes on 2
-# CPU cores (a 26-rule game costs ~6x a 12-rule one to play and to train on): the warm start 33
-# minutes, each 32-game evaluation 6-10, each PPO epoch 12-20.
+# whole password (up to ~150 tokens); the expert wins 68% of games in 8 turns. About 105 minutes
+# on 2 CPU cores (a 26-rule game costs ~6x a 12-rule one to play and to train on): the warm start
+# 33 minutes, each 32-game evaluation 6-10, each PPO epoch 12-20.
 SMOLLM2_135M_R26_PRESET = dict(
     SMOLLM2_135M_R12_PRESET,
     num_rules=26,
