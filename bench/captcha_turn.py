@@ -47,19 +47,17 @@ def captcha_turns(cfg, tokenizer, games: int) -> list[tuple[list[int], str, str]
     return out
 
 
-def measure(model_dir: Path, cfg, turns: list[tuple[list[int], str, str]],
+def measure(lm, tokenizer, cfg, turns: list[tuple[list[int], str, str]],
             batch_size: int = 16) -> dict:
-    """``model_dir``'s greedy answer to each of ``turns`` (``captcha_turns``), played by the
+    """The model's greedy answer to each of ``turns`` (``captcha_turns``), played by the
     rollout's own policy (``LMPolicy``: the evaluation's decoding, the run's stop tokens),
-    ``batch_size`` turns a call."""
+    ``batch_size`` turns a call: how often it holds the CAPTCHA, and with a digit sum of 25."""
     import dataclasses
 
     from gamerl.core.rollout import LMPolicy, RolloutConfig
     from gamerl.games.password_game import extract_password
-    from gamerl.models.loading import load_policy
     from tasks.password_game.rules import digit_sum
 
-    lm, tokenizer = load_policy(str(model_dir), device="cpu")
     # one turn of unrelated games a call: nothing to carry into a next turn
     policy = LMPolicy(lm, tokenizer, dataclasses.replace(
         RolloutConfig.from_train_config(cfg, greedy=True, evaluation=True),
@@ -74,8 +72,7 @@ def measure(model_dir: Path, cfg, turns: list[tuple[list[int], str, str]],
             copied += captcha in password
             held += captcha in password and digit_sum(password) == 25
     n = max(1, len(turns))
-    return {"model": str(model_dir), "games": len(turns), "captcha_copied": copied / n,
-            "captcha_and_sum_25": held / n}
+    return {"games": len(turns), "captcha_copied": copied / n, "captcha_and_sum_25": held / n}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -90,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         p.error("--games must be at least 1")
     from gamerl.config import TrainConfig
 
-    configs = []  # every model's run checked before any model runs
+    configs = []  # (path, settings) of every model's run, checked before any model runs
     for model in args.models:
         if not (model / "config.json").is_file():
             p.error(f"{model}: no saved model (config.json) there")
@@ -100,15 +97,15 @@ def main(argv: list[str] | None = None) -> None:
         cfg = TrainConfig.load(config)
         if cfg.task != "password_game" or cfg.num_rules < 10:
             p.error(f"{config}: a Password Game run with a CAPTCHA (num_rules >= 10) is needed")
-        configs.append(cfg)
-    from gamerl.models.loading import load_tokenizer
+        configs.append((config.resolve(), cfg))
+    from gamerl.models.loading import load_policy
 
     results, turns_of = [], {}  # the expert's games are played once per run config
-    for model, cfg in zip(args.models, configs):
-        key = json.dumps(cfg.to_dict(), sort_keys=True, default=str)
-        if key not in turns_of:
-            turns_of[key] = captcha_turns(cfg, load_tokenizer(str(model)), args.games)
-        r = measure(model, cfg, turns_of[key])
+    for model, (config, cfg) in zip(args.models, configs):
+        lm, tokenizer = load_policy(str(model), device="cpu")
+        if config not in turns_of:
+            turns_of[config] = captcha_turns(cfg, tokenizer, args.games)
+        r = {"model": str(model), **measure(lm, tokenizer, cfg, turns_of[config])}
         results.append(r)
         print(f"{r['model']}: {r['games']} CAPTCHA turns with digits; CAPTCHA copied "
               f"{r['captcha_copied']:.0%}, with digit sum 25 {r['captcha_and_sum_25']:.0%}")
